@@ -1,0 +1,350 @@
+//! Retention, erasure, audit, the lab and the benchmarks: thin wrappers
+//! that plan, print the plan, and apply it unless `--dry-run`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::json;
+use tablepin::{EraseOptions, ErasedCheck, GcPolicy, Repo};
+
+use crate::cli::*;
+use crate::commands::UsageError;
+use crate::output::{self, size, time, Bar};
+
+pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
+    if a.keep_tags && a.no_keep_tags {
+        return Err(anyhow::Error::new(UsageError(
+            "--keep-tags and --no-keep-tags contradict each other; give one".into(),
+        )));
+    }
+    let policy = GcPolicy {
+        keep_last: a.keep_last,
+        keep_within_ms: a.keep_within.map(|d| d.as_millis() as i64),
+        keep_tags: !a.no_keep_tags,
+        grace_ms: a.grace.as_millis() as i64,
+        now_ms: None,
+    };
+    let plan = repo.gc_plan(&policy).await?;
+    if a.dry_run {
+        if json_out {
+            output::json(&json!({ "dry_run": true, "plan": plan }))?;
+        } else {
+            print_gc_plan(&plan);
+            println!("(dry run: nothing was changed)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = repo.gc_apply(plan).await?;
+    if json_out {
+        output::json(&report)?;
+    } else {
+        print_gc_plan(&report.plan);
+        println!(
+            "Deleted {} blobs ({}), wrote {} tombstones; {} blobs spared (in use by a concurrent commit or younger than the grace period)",
+            report.blobs_deleted,
+            size(report.bytes_freed),
+            report.tombstones,
+            report.blobs_spared
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_gc_plan(p: &tablepin::GcPlan) {
+    println!(
+        "Versions: {} kept, {} expired. Blobs: {} kept ({}), {} to delete ({}), {} in the grace period.",
+        p.versions_kept.len(),
+        p.versions_expired.len(),
+        p.blobs_kept,
+        size(p.bytes_kept),
+        p.blobs_deleted.len(),
+        size(p.bytes_freed),
+        p.blobs_in_grace
+    );
+    for t in &p.tags {
+        println!(
+            "  tag {:<24} {} {}",
+            t.name,
+            t.version.short(12),
+            if t.readable {
+                "stays readable"
+            } else {
+                "EXPIRES (the tag is deleted)"
+            }
+        );
+    }
+    if p.blobs_holding_erased > 0 {
+        println!(
+            "  warning: {} kept data files still hold rows an erasure removed; run `tablepin erase` again with the same predicate",
+            p.blobs_holding_erased
+        );
+    }
+}
+
+pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode> {
+    let Some(reason) = a.reason.filter(|r| !r.trim().is_empty()) else {
+        return Err(anyhow::Error::new(UsageError(
+            "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
+        )));
+    };
+    let plan = repo
+        .erase_plan(&EraseOptions {
+            table: a.table.clone(),
+            predicate: a.predicate,
+            reason,
+        })
+        .await?;
+    let print_plan = |p: &tablepin::ErasePlan| {
+        println!(
+            "Erase from table '{}': {} stored rows in {} data files; {} versions replaced; {} to write.",
+            p.table,
+            p.rows_removed,
+            p.files.len(),
+            p.versions.len(),
+            size(p.bytes_to_write)
+        );
+        for v in p
+            .versions
+            .iter()
+            .filter(|v| v.rows_removed > 0 || !v.refs.is_empty())
+        {
+            println!(
+                "  version {} -> {}: {} rows removed{}",
+                v.old.short(12),
+                v.new.short(12),
+                v.rows_removed,
+                if v.refs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", v.refs.join(", "))
+                }
+            );
+        }
+        if p.resumes {
+            println!("  (finishes an erasure with this predicate that was interrupted)");
+        }
+    };
+    if plan.is_empty() {
+        if json_out {
+            output::json(&json!({ "plan": plan, "applied": false }))?;
+        } else {
+            println!("No stored row of '{}' matches; nothing to erase.", a.table);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.dry_run {
+        if json_out {
+            output::json(&json!({ "dry_run": true, "plan": plan }))?;
+        } else {
+            print_plan(&plan);
+            println!("(dry run: nothing was changed)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !json_out {
+        print_plan(&plan);
+    }
+    let report = repo.erase_apply(plan).await?;
+    if json_out {
+        output::json(&report)?;
+    } else {
+        println!(
+            "Erased: audit record {} written, {} blobs deleted, {} written in {:.2} s. Run `tablepin verify --erased` to prove it.",
+            report.audit.seq,
+            report.audit.blobs_deleted,
+            size(report.audit.bytes_written),
+            report.seconds
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn audit(repo: &Repo, json_out: bool) -> Result<ExitCode> {
+    let records = repo.audit().await?;
+    if json_out {
+        output::json(&records)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if records.is_empty() {
+        println!("No erasures recorded.");
+    }
+    for r in &records {
+        let rows: u64 = r.versions.iter().map(|v| v.rows_removed).sum();
+        println!(
+            "erasure {} at {} by {} on table '{}': {:?}\n  predicate hash {}\n  {} versions rewritten ({} rows removed across them), {} blobs deleted, {} written, {} erased rows fingerprinted",
+            r.seq,
+            time(r.time_ms),
+            r.author,
+            r.table,
+            r.reason,
+            r.predicate_hash,
+            r.versions.len(),
+            rows,
+            r.blobs_deleted,
+            size(r.bytes_written),
+            r.fingerprint.rows.len()
+        );
+        for m in &r.moved_refs {
+            println!(
+                "  {} {}: {} -> {} (content {} -> {})",
+                m.kind
+                    .dir()
+                    .trim_end_matches('s')
+                    .replace("branche", "branch"),
+                m.name,
+                m.old.short(12),
+                m.new.short(12),
+                m.old_content_hash.short(12),
+                m.new_content_hash.short(12)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn verify_erased(repo: &Repo, bar: &Bar) -> Result<ErasedCheck> {
+    Ok(repo.verify_erased(bar).await?)
+}
+
+pub fn print_erased(e: &ErasedCheck) {
+    println!(
+        "Erasures: {} records checked against {} data files ({} rows): {}",
+        e.records,
+        e.files,
+        e.rows,
+        if e.ok() {
+            "no stored blob holds an erased row".to_string()
+        } else {
+            format!("{} blobs hold erased rows", e.holders.len())
+        }
+    );
+    for (b, n) in &e.holders {
+        println!("problem: blob {b} holds {n} erased rows");
+    }
+}
+
+pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
+    let opts = tablepin_lab::run::LabOptions {
+        data: a.data,
+        out: PathBuf::from(&a.out),
+        customer: a.customer,
+        verbose: !json_out,
+    };
+    let r = tablepin_lab::run::run(&opts).await?;
+    if json_out {
+        output::json(&r)?;
+    } else {
+        print_lab(&r);
+        println!(
+            "\nWrote {0}/results.json, {0}/report.md and charts in {0}/",
+            a.out
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_lab(r: &serde_json::Value) {
+    let g = |k: &str| {
+        tablepin_lab::run::get(r, k)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let mb = |k: &str| {
+        g(k).as_f64()
+            .map(|b| format!("{:.1} MB", b / 1e6))
+            .unwrap_or_default()
+    };
+    println!(
+        "Online Retail II: {} sale lines, {} cancellations, {} returns matched, {} changed nothing",
+        g("sale_lines"),
+        g("cancellations"),
+        g("returns_matched"),
+        g("returns_changed_nothing")
+    );
+    println!(
+        "{} commits; last version {} rows ({} in its month files)",
+        g("commits"),
+        g("last_version.rows"),
+        mb("last_version.month_bytes")
+    );
+    println!("Bytes stored for all versions:");
+    for l in [
+        "copy",
+        "copy_hashed",
+        "month",
+        "week",
+        "changes",
+        "tablepin_pyarrow",
+        "tablepin",
+    ] {
+        println!("  {l:<17} {:>10}", mb(&format!("stored.{l}")));
+    }
+    println!(
+        "tablepin stores all versions in {:.2}x the last version's month files; tags read back: {}",
+        g("stored_over_last_version.tablepin")
+            .as_f64()
+            .unwrap_or(0.0),
+        g("tags_read_back_of")
+    );
+    println!(
+        "Erasure: {} lines of customer {}; tablepin erase wrote {} in {:.2}s",
+        g("erasure.lines"),
+        g("erasure.customer"),
+        mb("erasure.tablepin.bytes_written"),
+        g("erasure.tablepin.seconds").as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "Ran in {:.1} s, peak memory {:.0} MB",
+        g("seconds").as_f64().unwrap_or(0.0),
+        g("peak_rss_bytes").as_f64().unwrap_or(0.0) / 1e6
+    );
+}
+
+pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
+    let opts = tablepin_lab::bench::BenchOptions {
+        rows: a.rows,
+        repeat: a.repeat,
+        data: a.data,
+        verbose: !json_out,
+    };
+    let r = tablepin_lab::bench::run(&opts).await?;
+    if json_out {
+        output::json(&r)?;
+    } else {
+        let w = &r["weekly_commit"];
+        let h = &r["read_head"];
+        let v = &r["verify"];
+        println!(
+            "Table: {} generated rows, {} stored",
+            r["rows"],
+            size(w["table_bytes"].as_u64().unwrap_or(0))
+        );
+        println!(
+            "weekly commit (10,000 appended + 150 changed): {:.1} ms vs full Parquet rewrite {:.1} ms: ratio {:.3} (target < 0.05); {} new ({:.2}% of the table)",
+            w["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            w["full_rewrite_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            w["ratio"].as_f64().unwrap_or(0.0),
+            size(w["bytes_new_median"].as_f64().unwrap_or(0.0) as u64),
+            100.0 * w["bytes_share"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "read head: {:.1} ms vs one plain Parquet file {:.1} ms: ratio {:.3} (target <= 1.1)",
+            h["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            h["plain_parquet_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            h["ratio"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "verify: {:.0} MB/s of blobs, {:.2} s in all",
+            v["mb_per_s"].as_f64().unwrap_or(0.0),
+            v["seconds"].as_f64().unwrap_or(0.0)
+        );
+        if let Some(l) = r.get("lab_gc_erase") {
+            println!(
+                "lab gc/erase: {}",
+                serde_json::to_string_pretty(l).unwrap_or_default()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,271 @@
+//! The command line's grammar (clap). Only parsing lives here; validation
+//! and work live in `commands`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// tablepin keeps every version of your training tables, for the rows that
+/// changed, and reads any of them back exactly.
+///
+/// A repository is a `.tablepin` folder (found in the current folder or a
+/// parent, as git does), or the path given by --repo or TABLEPIN_REPO.
+/// Revisions (REV) are a tag, a branch, a version id or a unique prefix of
+/// one, REV~N (N versions back), or @TIME / BRANCH@TIME (RFC 3339: the
+/// version the branch named at that time).
+///
+/// Exit codes: 0 ok, 1 storage failure, 2 bad input, 3 not found,
+/// 4 conflict, 5 damaged data.
+#[derive(Debug, Parser)]
+#[command(name = "tablepin", version, max_term_width = 100)]
+pub struct Cli {
+    /// The repository: a folder or file:// URL (default: .tablepin here or
+    /// in a parent folder).
+    #[arg(long, global = true, env = "TABLEPIN_REPO", value_name = "PATH-OR-URL")]
+    pub repo: Option<String>,
+
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a repository (.tablepin in the current folder, or --repo).
+    Init(InitArgs),
+    /// Commit a table file as a new version.
+    Commit(CommitArgs),
+    /// List the versions of a branch, newest first.
+    Log(LogArgs),
+    /// Show a version: its tables, rows, content hashes, files and bytes.
+    Show(ShowArgs),
+    /// Create, list or delete tags (names for versions that must stay readable).
+    Tag(TagArgs),
+    /// Create, list or delete branches.
+    Branch(BranchArgs),
+    /// Write a table of a version to a Parquet, CSV or Arrow file.
+    Export(ExportArgs),
+    /// Print the first rows of a table of a version.
+    Cat(CatArgs),
+    /// Check every blob, ref and version, and recompute every content hash.
+    Verify(VerifyArgs),
+    /// Delete old versions by a retention policy (tags are kept by default).
+    Gc(GcArgs),
+    /// Erase rows from the live table and from every kept version.
+    Erase(EraseArgs),
+    /// Show the audit record of every erasure.
+    Audit,
+    /// Run the Online Retail II experiment and write its report.
+    Lab(LabArgs),
+    /// Run the benchmarks on a generated 1,000,000-row table.
+    Bench(BenchArgs),
+    /// Write a generated sales table to a file (for trying tablepin out).
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Write data files with the settings closest to pyarrow's defaults
+    /// (snappy, no page index) instead of tablepin's (zstd, page index).
+    #[arg(long)]
+    pub pyarrow_like: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// FILE is the whole table now; only the difference is stored.
+    Overwrite,
+    /// Add FILE's rows.
+    Append,
+    /// Replace rows with FILE's rows by key; add new keys.
+    Upsert,
+    /// Remove the rows whose keys FILE lists.
+    Delete,
+}
+
+#[derive(Debug, Args)]
+pub struct CommitArgs {
+    /// The table's name.
+    pub table: String,
+    /// Parquet, CSV (.csv or .csv.gz) or Arrow IPC (.arrow, .feather) file;
+    /// `-` reads an Arrow IPC stream from stdin.
+    pub file: String,
+    /// How FILE relates to the table.
+    #[arg(long, value_enum, default_value = "overwrite")]
+    pub mode: ModeArg,
+    /// Key columns, comma-separated (declared on the table's first commit).
+    #[arg(long, value_delimiter = ',')]
+    pub key: Option<Vec<String>>,
+    /// The commit message.
+    #[arg(short, long, default_value = "")]
+    pub message: String,
+    /// The branch to commit to.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// Accept a schema change other than an added nullable column
+    /// (needs --mode overwrite: the table is rewritten).
+    #[arg(long)]
+    pub allow_schema_change: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// The branch.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The revision.
+    #[arg(default_value = "main")]
+    pub rev: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TagArgs {
+    /// The tag to create (with --delete: to delete).
+    pub name: Option<String>,
+    /// The revision to tag.
+    #[arg(default_value = "main")]
+    pub rev: String,
+    /// Why this version matters (e.g. the model trained on it).
+    #[arg(short, long, default_value = "")]
+    pub message: String,
+    /// List tags.
+    #[arg(long, conflicts_with = "delete")]
+    pub list: bool,
+    /// Delete the tag NAME.
+    #[arg(long)]
+    pub delete: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BranchArgs {
+    /// The branch to create (with --delete: to delete).
+    pub name: Option<String>,
+    /// Where the new branch starts.
+    #[arg(default_value = "main")]
+    pub rev: String,
+    /// List branches.
+    #[arg(long, conflicts_with = "delete")]
+    pub list: bool,
+    /// Delete the branch NAME.
+    #[arg(long)]
+    pub delete: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The revision.
+    pub rev: String,
+    /// The table.
+    pub table: String,
+    /// The file to write: .parquet, .csv, .arrow or .feather.
+    #[arg(short, long)]
+    pub output: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    /// The revision.
+    pub rev: String,
+    /// The table.
+    pub table: String,
+    /// Rows to print.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Also prove that no stored blob holds a row that an erasure removed.
+    #[arg(long)]
+    pub erased: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Keep the last N versions of each branch.
+    #[arg(long, value_name = "N")]
+    pub keep_last: Option<usize>,
+    /// Keep versions younger than this (e.g. 30d, 12h).
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within: Option<humantime::Duration>,
+    /// Keep every tagged version (the default).
+    #[arg(long, overrides_with = "no_keep_tags")]
+    pub keep_tags: bool,
+    /// Do not protect tagged versions: a tag whose version expires is deleted.
+    #[arg(long)]
+    pub no_keep_tags: bool,
+    /// Unreferenced blobs younger than this are left alone (a commit may be
+    /// writing them).
+    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    pub grace: humantime::Duration,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EraseArgs {
+    /// The table.
+    pub table: String,
+    /// An SQL boolean expression over the table's columns, e.g.
+    /// "Customer_ID = 17388" or "email IN ('a@x', 'b@y')".
+    #[arg(long = "where", value_name = "PREDICATE")]
+    pub predicate: String,
+    /// Why (kept in the audit record).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// The Online Retail II data (.csv.gz, .csv or .xlsx); default:
+    /// TABLEPIN_LAB_DATA, else a cached download.
+    #[arg(long)]
+    pub data: Option<String>,
+    /// Where to write results.json, report.md and the charts.
+    #[arg(long, default_value = "lab-out")]
+    pub out: String,
+    /// The customer to erase.
+    #[arg(long, default_value_t = 17388)]
+    pub customer: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Rows in the generated table.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: usize,
+    /// Repetitions of each measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+    /// Also time gc and erase on the lab's 110 versions (needs the data).
+    #[arg(long)]
+    pub data: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Rows to generate.
+    #[arg(long, default_value_t = 1000)]
+    pub rows: usize,
+    /// First id.
+    #[arg(long, default_value_t = 0)]
+    pub start: i64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Raise `returned` on this many random existing rows (a weekly change).
+    #[arg(long, default_value_t = 0)]
+    pub returns: usize,
+    /// The file to write: .parquet, .csv or .arrow.
+    #[arg(short, long)]
+    pub output: String,
+}

@@ -1,0 +1,310 @@
+//! The command line, end to end: each command's happy path, and every error
+//! case with its message, its exit code, and the repository unchanged.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{Project, SALES};
+
+#[test]
+fn quickstart_commit_tag_read_back() {
+    let p = Project::new();
+    let f = p.write("sales.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id", "-m", "first"])
+        .ok();
+    let f2 = p.write(
+        "sales2.csv",
+        "id,name,qty\n1,apple,3\n2,pear,6\n3,plum,7\n4,fig,1\n",
+    );
+    let c = p.run(&["commit", "sales", &f2, "-m", "second"]);
+    c.ok();
+    assert!(c.stdout.contains("+1 ~1 -0"), "{}", c.stdout);
+    p.run(&["tag", "train-1", "main~1", "-m", "model A"]).ok();
+    let cat = p.run(&["cat", "train-1", "sales"]);
+    cat.ok();
+    assert!(
+        cat.stdout.contains("pear") && !cat.stdout.contains("fig"),
+        "{}",
+        cat.stdout
+    );
+    let out = p.file("out.csv");
+    p.run(&["export", "train-1", "sales", "-o", out.to_str().unwrap()])
+        .ok();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), SALES);
+    let log = p.run(&["log"]);
+    log.ok();
+    assert_eq!(log.stdout.lines().count(), 2);
+    assert!(
+        log.stdout.contains("checks=rows,files,content"),
+        "{}",
+        log.stdout
+    );
+    let tags = p.run(&["--json", "tag", "--list"]);
+    tags.ok();
+    let v: serde_json::Value = serde_json::from_str(&tags.stdout).unwrap();
+    assert_eq!(v[0]["name"], "train-1");
+    p.run(&["show", "train-1"]).ok();
+    let verify = p.run(&["verify"]);
+    verify.ok();
+    assert!(verify.stdout.contains("OK"));
+    // Export to Parquet and Arrow, then commit those back: nothing changes.
+    for ext in ["parquet", "arrow"] {
+        let o = p.file(&format!("o.{ext}"));
+        p.run(&["export", "main", "sales", "-o", o.to_str().unwrap()])
+            .ok();
+        let c = p.run(&["--json", "commit", "sales", o.to_str().unwrap()]);
+        c.ok();
+        let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap();
+        assert_eq!(v["change"]["bytes_new"], 0, "{ext}");
+    }
+    // Branches.
+    p.run(&["branch", "dev", "train-1"]).ok();
+    let b = p.run(&["branch", "--list"]);
+    assert!(b.stdout.contains("dev") && b.stdout.contains("main"));
+    p.run(&["branch", "--delete", "dev"]).ok();
+    p.run(&["tag", "--delete", "train-1"]).ok();
+}
+
+#[test]
+fn gzipped_csv_and_stdin_ipc_are_read() {
+    let p = Project::new();
+    let gz = p.file("s.csv.gz");
+    {
+        use std::io::Write;
+        let f = std::fs::File::create(&gz).unwrap();
+        let mut e = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+        e.write_all(SALES.as_bytes()).unwrap();
+        e.finish().unwrap();
+    }
+    p.run(&["commit", "sales", gz.to_str().unwrap(), "--key", "id"])
+        .ok();
+    // stdin: an Arrow IPC stream.
+    let arrow = p.file("s.arrow");
+    p.run(&["export", "main", "sales", "-o", arrow.to_str().unwrap()])
+        .ok();
+    let bytes = std::fs::read(&arrow).unwrap();
+    let reader =
+        arrow::ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+    let schema = reader.schema();
+    let mut stream = Vec::new();
+    {
+        let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut stream, &schema).unwrap();
+        for b in reader {
+            w.write(&b.unwrap()).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    use std::io::Write;
+    let mut child = p
+        .cmd(&["--json", "commit", "sales", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&stream).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["change"]["bytes_new"], 0);
+}
+
+#[test]
+fn errors_name_what_failed_and_change_nothing() {
+    let p = Project::new();
+    let f = p.write("sales.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+    p.run(&["tag", "v1"]).ok();
+
+    // Files.
+    p.fails_unchanged(
+        &["commit", "sales", "nope.csv"],
+        2,
+        "cannot read 'nope.csv': no such file",
+    );
+    std::fs::create_dir(p.file("adir.csv")).unwrap();
+    p.fails_unchanged(
+        &["commit", "sales", "adir.csv"],
+        2,
+        "cannot read 'adir.csv'",
+    );
+    let bad = p.write("bad.parquet", "this is not parquet");
+    p.fails_unchanged(&["commit", "sales", &bad], 2, "not a valid Parquet file");
+    let ragged = p.write("ragged.csv", "id,name,qty\n1,apple,3\n2,pear\n");
+    p.fails_unchanged(
+        &["commit", "sales", &ragged],
+        2,
+        "line 3 has 2 fields but the header has 3",
+    );
+    p.fails_unchanged(
+        &["commit", "sales", &p.write("x.txt", "a")],
+        2,
+        "unknown file type",
+    );
+
+    // Keys.
+    p.fails_unchanged(
+        &["commit", "fresh", &f, "--key", "nope"],
+        2,
+        "table 'fresh' has no column 'nope' (columns: id, name, qty)",
+    );
+    let nullkey = p.write("nullkey.csv", "id,name,qty\n1,a,1\n,b,2\n");
+    p.fails_unchanged(
+        &["commit", "sales", &nullkey],
+        2,
+        "key column 'id' of table 'sales' is null in row 1",
+    );
+    let dup = p.write("dup.csv", "id,name,qty\n1,a,1\n2,b,2\n1,c,3\n");
+    p.fails_unchanged(
+        &["commit", "sales", &dup],
+        2,
+        "rows 0 and 2 of the input have the same key id=1",
+    );
+    p.fails_unchanged(
+        &["commit", "sales", &f, "--key", "name"],
+        2,
+        "table 'sales' is keyed by [id], not [name]",
+    );
+    p.fails_unchanged(
+        &["commit", "sales", &f, "--mode", "append"],
+        2,
+        "key id=1 exists already in table 'sales'; use --mode upsert",
+    );
+
+    // Schema.
+    let typed = p.write("typed.csv", "id,name,qty\n1,apple,3.5\n");
+    p.fails_unchanged(
+        &["commit", "sales", &typed],
+        2,
+        "column 'qty' would change type from Int64 to Float64; pass --allow-schema-change",
+    );
+    let fewer = p.write("fewer.csv", "id,name\n1,apple\n");
+    p.fails_unchanged(
+        &["commit", "sales", &fewer],
+        2,
+        "column 'qty' is missing from the input",
+    );
+
+    // Revisions and refs.
+    p.fails_unchanged(&["cat", "nope", "sales"], 3, "unknown revision 'nope'");
+    p.fails_unchanged(
+        &["cat", "main", "nosuch"],
+        3,
+        "has no table 'nosuch' (tables: sales)",
+    );
+    p.fails_unchanged(&["tag", "v1"], 4, "tag 'v1' exists already");
+    p.fails_unchanged(&["tag", "--delete", "v9"], 3, "tag 'v9' does not exist");
+    p.fails_unchanged(
+        &["tag", "bad/name"],
+        2,
+        "'bad/name' is not a valid tag name",
+    );
+    p.fails_unchanged(&["cat", "main~7", "sales"], 2, "goes back 7 versions");
+    p.fails_unchanged(
+        &["cat", "@not-a-time", "sales"],
+        2,
+        "is not an RFC 3339 time",
+    );
+    p.fails_unchanged(
+        &["export", "main", "sales", "-o", "x.xlsx"],
+        2,
+        "cannot export to 'x.xlsx'",
+    );
+
+    // Repository.
+    p.fails_unchanged(&["init"], 4, "exists already");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_tablepin"))
+        .args(["log"])
+        .current_dir(elsewhere.path())
+        .env_remove("TABLEPIN_REPO")
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("run `tablepin init` there, or pass --repo")
+    );
+}
+
+#[test]
+fn an_ambiguous_prefix_is_refused() {
+    let p = Project::new();
+    let f = p.write("s.csv", SALES);
+    p.run(&["commit", "t", &f, "--key", "id"]).ok();
+    // Commit until two version ids share their first 4 hex digits.
+    let mut seen = std::collections::HashMap::new();
+    let mut prefix = None;
+    for i in 0..2000 {
+        let g = p.write("g.csv", &format!("id,name,qty\n1,apple,{i}\n"));
+        let r = p.run(&["--json", "commit", "t", &g, "--mode", "upsert"]);
+        r.ok();
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        let id = v["version"].as_str().unwrap().to_string();
+        if let Some(other) = seen.insert(id[..4].to_string(), id.clone()) {
+            assert_ne!(other, id);
+            prefix = Some(id[..4].to_string());
+            break;
+        }
+    }
+    let prefix = prefix.expect("two of 2000 version ids share 4 hex digits");
+    p.fails_unchanged(
+        &["show", &prefix],
+        2,
+        &format!("version id prefix '{prefix}' is ambiguous"),
+    );
+}
+
+#[test]
+fn a_damaged_blob_is_named_and_nothing_panics() {
+    let p = Project::new();
+    let f = p.write("sales.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+    let show = p.run(&["--json", "show", "main"]);
+    let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    let blob = v["tables"][0]["files"][0]["data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let version = v["version"].as_str().unwrap().to_string();
+    let path = p
+        .file(".tablepin/objects")
+        .join(&blob[..2])
+        .join(&blob[2..]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[10] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+
+    let verify = p.run(&["verify"]);
+    assert_eq!(verify.code, Some(5), "{}", verify.stdout);
+    assert!(
+        verify.stdout.contains(&format!("blob {blob} is damaged")),
+        "{}",
+        verify.stdout
+    );
+    assert!(
+        verify.stdout.contains(&version),
+        "names the version: {}",
+        verify.stdout
+    );
+    let cat = p.run(&["cat", "main", "sales"]);
+    cat.fails(5, &format!("blob {blob} is damaged"));
+    assert!(
+        cat.stderr.contains(&version[..12]) || cat.stderr.contains(&version),
+        "{}",
+        cat.stderr
+    );
+    assert!(!cat.stderr.contains("panicked"));
+}
+
+#[test]
+fn help_explains_every_command() {
+    let p = Project::new();
+    for c in [
+        "init", "commit", "log", "show", "tag", "branch", "export", "cat", "verify", "gc", "erase",
+        "audit", "lab", "bench",
+    ] {
+        let r = p.run(&[c, "--help"]);
+        r.ok();
+        assert!(r.stdout.contains("Usage: tablepin"), "{c}: {}", r.stdout);
+    }
+}

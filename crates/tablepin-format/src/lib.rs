@@ -1,0 +1,57 @@
+//! tablepin's on-storage format: what the bytes in a repository mean.
+//!
+//! This crate owns the typed names of things ([`ObjectId`], [`VersionId`]),
+//! the multiset [`ContentHash`] arithmetic, and the manifests that a
+//! repository stores ([`Version`], [`TableSnapshot`], [`RefEntry`],
+//! [`Tombstone`], [`AuditRecord`]) with their encoding. It does no I/O: the
+//! store layer moves bytes, this layer says what they are. Every encoded
+//! object carries a `format` number so a later release can still read it.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod content;
+mod ids;
+mod manifest;
+
+pub use content::{ContentHash, RowHash};
+pub use ids::{IdParseError, ObjectId, VersionId};
+pub use manifest::{
+    decode_manifest, encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, Checks,
+    DeletionVector, ErasedFingerprint, FileEntry, Formatted, KeyBound, RefEntry, RefKind,
+    TableChange, TableSnapshot, Tombstone, Version, FORMAT_VERSION,
+};
+
+/// Errors of decoding stored bytes. Encoding cannot fail for these types
+/// except through serde, which is reported the same way.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The bytes are not a manifest of the expected kind.
+    #[error("cannot decode {what}: {source}")]
+    Json {
+        /// What was being decoded ("version", "table snapshot", ...).
+        what: &'static str,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The zstd frame around a manifest is damaged.
+    #[error("cannot decompress {what}: {source}")]
+    Zstd {
+        /// What was being decoded.
+        what: &'static str,
+        /// The I/O error zstd reported.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The object was written by a newer tablepin.
+    #[error(
+        "{what} has format {found}, this tablepin reads up to {FORMAT_VERSION}; upgrade tablepin"
+    )]
+    TooNew {
+        /// What was being decoded.
+        what: &'static str,
+        /// The format number found.
+        found: u32,
+    },
+}

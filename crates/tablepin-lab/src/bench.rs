@@ -1,0 +1,246 @@
+//! `tablepin bench`: the engine's costs, each measured side by side with its
+//! baseline in one run (the machine is shared and noisy, so ratios of
+//! interleaved measurements are what count; each figure is the median of
+//! `repeat` runs).
+//!
+//! - a weekly-style commit (10,000 appended rows and 150 changed old rows,
+//!   an upsert) against rewriting the whole table to Parquet with the same
+//!   settings;
+//! - reading the head version against reading the same rows from one plain
+//!   Parquet file with the same reader;
+//! - `verify` throughput;
+//! - with the lab's data: `gc` plan and apply and `erase` on the 110
+//!   versions, against the bytes they touch.
+
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use serde_json::{json, Value};
+use tablepin::{CommitOptions, GcPolicy, Mode, Repo, WriteSettings};
+
+use crate::LabError;
+
+/// Options of a benchmark run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub rows: usize,
+    pub repeat: usize,
+    pub data: Option<String>,
+    pub verbose: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        0.0
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+fn parquet_bytes(batches: &[RecordBatch], settings: &WriteSettings) -> Result<Vec<u8>, LabError> {
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .unwrap_or_else(tablepin_datagen::schema);
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(Vec::new(), schema, Some(settings.properties()?))?;
+    for b in batches {
+        w.write(b)?;
+    }
+    Ok(w.into_inner()?)
+}
+
+fn read_plain(path: &std::path::Path) -> Result<usize, LabError> {
+    let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| LabError::Output {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?);
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
+        .with_batch_size(8192)
+        .build()?;
+    let mut n = 0;
+    for b in reader {
+        n += b?.num_rows();
+    }
+    Ok(n)
+}
+
+/// Runs the benchmarks; returns their figures.
+pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
+    let dir = tempfile::tempdir().map_err(|e| LabError::Other(e.to_string()))?;
+    let settings = WriteSettings::default();
+    let repo = Repo::init(&dir.path().join("repo").to_string_lossy(), settings.clone()).await?;
+    let n = opts.rows;
+    let base = tablepin_datagen::sales(0, n, 1);
+    let t = Instant::now();
+    let first = repo
+        .commit(
+            "sales",
+            base.schema(),
+            vec![base.clone()],
+            &CommitOptions {
+                key: Some(vec!["id".into()]),
+                message: "base".into(),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let first_s = t.elapsed().as_secs_f64();
+    let base_bytes = first.change.bytes_new;
+    if opts.verbose {
+        eprintln!("base: {n} rows, {base_bytes} bytes in {first_s:.2}s");
+    }
+
+    // Weekly commit against a full rewrite, interleaved.
+    let mut commit_s = Vec::new();
+    let mut rewrite_s = Vec::new();
+    let mut weekly_bytes = Vec::new();
+    let mut current: Vec<RecordBatch> = vec![base.clone()];
+    let mut next_id = n as i64;
+    for r in 0..opts.repeat.max(1) {
+        let ids = tablepin_datagen::pick_ids(n as i64, 150, 100 + r as u64);
+        let changed = tablepin_datagen::with_returns(&base, &ids, 1 + r as i64);
+        let added = tablepin_datagen::sales(next_id, 10_000, 2 + r as u64);
+        next_id += 10_000;
+        let input = arrow::compute::concat_batches(&base.schema(), [&added, &changed])?;
+        let t = Instant::now();
+        let c = repo
+            .commit(
+                "sales",
+                input.schema(),
+                vec![input],
+                &CommitOptions {
+                    mode: Mode::Upsert,
+                    message: format!("week {r}"),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        commit_s.push(t.elapsed().as_secs_f64());
+        weekly_bytes.push(c.change.bytes_new as f64);
+        current.push(added);
+        let t = Instant::now();
+        let full = parquet_bytes(&current, &settings)?;
+        rewrite_s.push(t.elapsed().as_secs_f64());
+        if opts.verbose {
+            eprintln!(
+                "weekly commit {r}: {:.3}s, {} bytes new; full rewrite {:.3}s ({} bytes)",
+                commit_s[r],
+                c.change.bytes_new,
+                rewrite_s[r],
+                full.len()
+            );
+        }
+    }
+
+    // Read the head against one plain Parquet file of the same rows.
+    let head = repo.read("main", "sales", None).await?;
+    let plain = dir.path().join("plain.parquet");
+    std::fs::write(&plain, parquet_bytes(&head.batches, &settings)?)
+        .map_err(|e| LabError::Other(e.to_string()))?;
+    let mut head_s = Vec::new();
+    let mut plain_s = Vec::new();
+    let rows = head.stats.rows;
+    drop(head);
+    for _ in 0..opts.repeat.max(1) {
+        let t = Instant::now();
+        let h = repo.read("main", "sales", None).await?;
+        head_s.push(t.elapsed().as_secs_f64());
+        drop(h);
+        let t = Instant::now();
+        let got = read_plain(&plain)?;
+        plain_s.push(t.elapsed().as_secs_f64());
+        if got as u64 != rows {
+            return Err(LabError::Other(format!(
+                "plain read gave {got} rows, head {rows}"
+            )));
+        }
+    }
+
+    // verify.
+    let vr = repo.verify(&tablepin::NoProgress).await?;
+    if !vr.problems.is_empty() {
+        return Err(LabError::Other(format!(
+            "verify found problems: {:?}",
+            vr.problems
+        )));
+    }
+    let (stored, _) = repo.stored().await?;
+
+    let (commit_m, rewrite_m) = (median(commit_s.clone()), median(rewrite_s.clone()));
+    let (head_m, plain_m) = (median(head_s.clone()), median(plain_s.clone()));
+    let mut out = json!({
+        "rows": n,
+        "repeat": opts.repeat,
+        "base_commit_seconds": first_s,
+        "weekly_commit": {
+            "seconds_median": commit_m, "full_rewrite_seconds_median": rewrite_m,
+            "ratio": commit_m / rewrite_m, "target_ratio": 0.05,
+            "bytes_new_median": median(weekly_bytes.clone()), "table_bytes": base_bytes,
+            "bytes_share": median(weekly_bytes) / base_bytes as f64,
+            "seconds": commit_s, "full_rewrite_seconds": rewrite_s,
+        },
+        "read_head": {
+            "seconds_median": head_m, "plain_parquet_seconds_median": plain_m,
+            "ratio": head_m / plain_m, "target_ratio": 1.1, "rows": rows,
+            "seconds": head_s, "plain_seconds": plain_s,
+        },
+        "verify": {
+            "mb_per_s": vr.mb_per_s, "seconds": vr.seconds, "bytes": vr.bytes, "blobs": vr.blobs,
+            "rows_hashed": vr.rows_hashed, "repository_bytes": stored,
+        },
+    });
+    if let Some(data) = &opts.data {
+        out["lab_gc_erase"] = lab_gc_erase(data, dir.path()).await?;
+    }
+    Ok(out)
+}
+
+/// gc and erase on the lab's 110 versions.
+async fn lab_gc_erase(data: &str, dir: &std::path::Path) -> Result<Value, LabError> {
+    let path = std::path::PathBuf::from(data);
+    let repo_path = dir.join("lab");
+    let repo = crate::run::tablepin_only(&path, &repo_path).await?;
+    let (stored, blobs) = repo.stored().await?;
+    let mut rules = serde_json::Map::new();
+    for (rule, keep_last, keep_tags) in [("last4", Some(4), false), ("last4_tags", Some(4), true)] {
+        let copy = dir.join(format!("gc-{rule}"));
+        crate::run::copy_dir(&repo_path, &copy)?;
+        let r = Repo::open(&copy.to_string_lossy()).await?;
+        let policy = GcPolicy {
+            keep_last,
+            keep_tags,
+            grace_ms: 0,
+            ..Default::default()
+        };
+        let t = Instant::now();
+        let plan = r.gc_plan(&policy).await?;
+        let plan_s = t.elapsed().as_secs_f64();
+        let freed = plan.bytes_freed;
+        let t = Instant::now();
+        let rep = r.gc_apply(plan).await?;
+        let apply_s = t.elapsed().as_secs_f64();
+        rules.insert(rule.into(), json!({"plan_seconds": plan_s, "apply_seconds": apply_s, "bytes_freed": freed, "blobs_deleted": rep.blobs_deleted}));
+    }
+    let t = Instant::now();
+    let plan = repo
+        .erase_plan(&tablepin::EraseOptions {
+            table: "sales".into(),
+            predicate: "Customer_ID = 17388".into(),
+            reason: "benchmark".into(),
+        })
+        .await?;
+    let plan_s = t.elapsed().as_secs_f64();
+    let files_bytes: u64 = plan.files.iter().map(|f| f.bytes).sum();
+    let files = plan.files.len();
+    let t = Instant::now();
+    let rep = repo.erase_apply(plan).await?;
+    let apply_s = t.elapsed().as_secs_f64();
+    Ok(json!({
+        "repository_bytes": stored, "repository_blobs": blobs, "gc": rules,
+        "erase": {"plan_seconds": plan_s, "apply_seconds": apply_s, "files_rewritten": files,
+                  "bytes_written": rep.audit.bytes_written, "rewritten_file_bytes": files_bytes,
+                  "versions_replaced": rep.audit.versions.len()},
+    }))
+}

@@ -1,0 +1,406 @@
+//! The lab's report: `report.md` (each figure beside the original
+//! experiment's) and two charts, as SVG and PNG: bytes stored against commit
+//! number (log scale), and bytes added per commit by kind of commit.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde_json::Value;
+
+use crate::run::{get, ORIGINAL};
+use crate::LabError;
+
+const LAYOUTS: [(&str, RGBColor); 6] = [
+    ("copy", RGBColor(150, 150, 150)),
+    ("month", RGBColor(31, 119, 180)),
+    ("week", RGBColor(255, 127, 14)),
+    ("changes", RGBColor(44, 160, 44)),
+    ("tablepin_pyarrow", RGBColor(148, 103, 189)),
+    ("tablepin", RGBColor(214, 39, 40)),
+];
+
+fn num(v: Option<&Value>) -> f64 {
+    v.and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+fn mb(b: f64) -> String {
+    format!("{:.1} MB", b / 1e6)
+}
+
+/// The Markdown report.
+pub fn report(r: &Value) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# The Online Retail II experiment, reproduced by `tablepin lab`\n"
+    );
+    let _ = writeln!(
+        s,
+        "Data: `{}`. {} commits in {:.1} s, peak memory {:.0} MB.\n",
+        r["data"].as_str().unwrap_or(""),
+        r["commits"],
+        num(r.get("seconds")),
+        num(r.get("peak_rss_bytes")) / 1e6
+    );
+    let _ = writeln!(s, "## Figures beside the original experiment's\n");
+    let _ = writeln!(
+        s,
+        "| figure | original | this run | ratio |\n|---|---:|---:|---:|"
+    );
+    for (key, orig) in ORIGINAL {
+        let ours = num(get(r, key));
+        let ratio = if *orig == 0.0 { f64::NAN } else { ours / orig };
+        let fmt = |x: f64| {
+            if x >= 1e6 && key.starts_with("stored") || key.ends_with("bytes") {
+                mb(x)
+            } else {
+                format!("{x:.0}")
+            }
+        };
+        let _ = writeln!(
+            s,
+            "| {key} | {} | {} | {} |",
+            fmt(*orig),
+            fmt(ours),
+            if (ratio - 1.0).abs() < 1e-12 {
+                "equal".to_string()
+            } else {
+                format!("{ratio:.3}")
+            }
+        );
+    }
+    let _ = writeln!(s, "\n## Bytes stored for all 110 versions\n");
+    let _ = writeln!(
+        s,
+        "| layout | stored | × last version's month files |\n|---|---:|---:|"
+    );
+    let last = num(get(r, "last_version.month_bytes"));
+    for (l, _) in LAYOUTS {
+        let b = num(get(r, &format!("stored.{l}")));
+        let _ = writeln!(s, "| {l} | {} | {:.2} |", mb(b), b / last);
+    }
+    let _ = writeln!(
+        s,
+        "| copy_hashed | {} | {:.2} |",
+        mb(num(get(r, "stored.copy_hashed"))),
+        num(get(r, "stored.copy_hashed")) / last
+    );
+    let _ = writeln!(s, "\n## Bytes added by kind of commit\n");
+    let _ = writeln!(s, "| kind | copy | month | week | changes | tablepin | tablepin (pyarrow settings) |\n|---|---:|---:|---:|---:|---:|---:|");
+    if let Some(m) = r["added_by_kind"].as_object() {
+        for (k, v) in m {
+            let _ = writeln!(
+                s,
+                "| {k} | {} | {} | {} | {} | {} | {} |",
+                mb(num(v.get("copy"))),
+                mb(num(v.get("month"))),
+                mb(num(v.get("week"))),
+                mb(num(v.get("changes"))),
+                mb(num(v.get("tablepin"))),
+                mb(num(v.get("tablepin_pyarrow")))
+            );
+        }
+    }
+    let _ = writeln!(s, "\n## Files\n");
+    let _ = writeln!(s, "| layout | files stored | files read for the last version | rows read |\n|---|---:|---:|---:|");
+    for l in ["month", "week", "changes", "tablepin"] {
+        let _ = writeln!(
+            s,
+            "| {l} | {} | {} | {} |",
+            r["files_stored"][l], r["last_version_files"][l], r["last_version_rows_read"][l]
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n(tablepin returns {} rows; its files also hold rows its deletion vectors hide.)",
+        r["last_version_rows_read"]["tablepin_returned"]
+    );
+    let _ = writeln!(s, "\n## Checks fired, by kind of commit (reference: the lab's own; tablepin: its commit records)\n");
+    let _ = writeln!(s, "| kind | commits | rows | schema | files | content | tablepin rows | schema | files | content |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    if let (Some(refc), Some(tp)) = (
+        r["checks"]["reference"].as_object(),
+        r["checks"]["tablepin"].as_object(),
+    ) {
+        for (k, c) in refc {
+            let t = &tp[k];
+            let _ = writeln!(
+                s,
+                "| {k} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                c["commits"],
+                c["rows"],
+                c["schema"],
+                c["files"],
+                c["content"],
+                t["rows"],
+                t["schema"],
+                t["files"],
+                t["content"]
+            );
+        }
+    }
+    let a = &r["return_ages"];
+    let _ = writeln!(
+        s,
+        "\n## Returns\n\nMedian age {:.1} days (original 10.1), {:.1}% over 7 days, {:.1}% over 28 (original 26.5%), {:.1}% over 90 (original 9.4%), longest {:.1} days (original 655.9), {:.1}% into an earlier month's file (original 48.2%).",
+        num(a.get("median_days")),
+        100.0 * num(a.get("over_7")),
+        100.0 * num(a.get("over_28")),
+        100.0 * num(a.get("over_90")),
+        num(a.get("max_days")),
+        100.0 * num(a.get("earlier_month_file"))
+    );
+    let m = &r["month_files_rewritten_per_week"];
+    let _ = writeln!(
+        s,
+        "Month files rewritten a week: median {} (original 7), max {} (original 20), {:.1}% of weeks more than one (original 96.2%).",
+        m["median"], m["max"], 100.0 * num(m.get("share_over_one"))
+    );
+    let _ = writeln!(s, "\n## As of each tag\n\nToday's lines dated before the end of the tag's week, against the tag; then with the returns also filtered by date.\n");
+    let _ = writeln!(s, "| week | tag lines | changed | only in tag | units (tag) | units (today) | changed, returns by date | units, returns by date |\n|---:|---:|---:|---:|---:|---:|---:|---:|");
+    if let Some(rows) = r["as_of"].as_array() {
+        for a in rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                a["week"],
+                a["tag_lines"],
+                a["changed"],
+                a["only_in_tag"],
+                a["units_returned_tag"],
+                a["units_returned_today"],
+                a["filtered_by_date"]["changed"],
+                a["filtered_by_date"]["units_returned_today"]
+            );
+        }
+    }
+    let _ = writeln!(s, "\n## Tags read back\n");
+    if let Some(o) = r["tags_read_back_of"].as_object() {
+        for (k, v) in o {
+            let _ = writeln!(s, "- {k}: {} of {} exact", v["exact"], v["of"]);
+        }
+    }
+    let _ = writeln!(s, "\n## Retention at the end\n");
+    let _ = writeln!(s, "| layout | rule | bytes kept | tags readable | files holding the erased customer |\n|---|---|---:|---:|---:|");
+    if let Some(o) = r["retention"].as_object() {
+        for (layout, rules) in o {
+            if let Some(rules) = rules.as_object() {
+                for (rule, v) in rules {
+                    let holding = v
+                        .get("files_holding_erased")
+                        .or_else(|| v.get("blobs_holding_erased"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    let _ = writeln!(
+                        s,
+                        "| {layout} | {rule} | {} | {} of 8 | {} |",
+                        mb(num(v.get("bytes"))),
+                        v["tags_readable"],
+                        holding
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(s, "\ntablepin's rows are after `tablepin erase` removed the customer from every kept version; its gc ran for real on a copy of the repository per rule.\n");
+    let _ = writeln!(
+        s,
+        "Purge of the reference layouts (keeping the last 4 and the tags): "
+    );
+    if let Some(o) = r["purge"].as_object() {
+        for (k, v) in o {
+            let _ = writeln!(
+                s,
+                "- {k}: {} files rewritten, {} written",
+                v["files_rewritten"],
+                mb(num(v.get("bytes_written")))
+            );
+        }
+    }
+    let e = &r["erasure"]["tablepin"];
+    let _ = writeln!(
+        s,
+        "- tablepin erase: {} rows removed, {} versions replaced, {} blobs deleted, {} written, {:.2} s",
+        e["rows_removed"], e["versions_replaced"], e["blobs_deleted"], mb(num(e.get("bytes_written"))), num(e.get("seconds"))
+    );
+    let _ = writeln!(
+        s,
+        "\n![bytes stored](stored.svg)\n\n![bytes added by kind](added_by_kind.svg)"
+    );
+    s
+}
+
+/// Writes both charts as SVG and PNG.
+pub fn charts(out: &Path, r: &Value) -> Result<(), LabError> {
+    let err = |e: String| LabError::Output {
+        path: out.display().to_string(),
+        message: e,
+    };
+    {
+        let p = out.join("stored.svg");
+        stored_chart(SVGBackend::new(&p, (900, 560)).into_drawing_area(), r).map_err(err)?;
+        let p = out.join("stored.png");
+        stored_chart(BitMapBackend::new(&p, (900, 560)).into_drawing_area(), r).map_err(err)?;
+        let p = out.join("added_by_kind.svg");
+        kind_chart(SVGBackend::new(&p, (900, 560)).into_drawing_area(), r).map_err(err)?;
+        let p = out.join("added_by_kind.png");
+        kind_chart(BitMapBackend::new(&p, (900, 560)).into_drawing_area(), r).map_err(err)?;
+    }
+    Ok(())
+}
+
+fn stored_chart<DB: DrawingBackend>(
+    area: DrawingArea<DB, plotters::coord::Shift>,
+    r: &Value,
+) -> Result<(), String> {
+    area.fill(&WHITE).map_err(|e| e.to_string())?;
+    let series: Vec<(&str, RGBColor, Vec<f64>)> = LAYOUTS
+        .iter()
+        .map(|(l, c)| {
+            let v = r["series"][l]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default();
+            (*l, *c, v)
+        })
+        .collect();
+    let n = series.iter().map(|s| s.2.len()).max().unwrap_or(1);
+    let max = series
+        .iter()
+        .flat_map(|s| s.2.iter().copied())
+        .fold(1.0, f64::max);
+    let mut chart = ChartBuilder::on(&area)
+        .caption("Bytes stored against commit number", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(1usize..n, (1e4f64..max * 2.0).log_scale())
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("commit")
+        .y_desc("bytes stored")
+        .y_label_formatter(&|v| format!("{:.0} MB", v / 1e6))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (name, color, v) in series {
+        let c = color;
+        chart
+            .draw_series(LineSeries::new(
+                v.iter().enumerate().map(|(i, b)| (i + 1, b.max(1e4))),
+                c.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    area.present().map_err(|e| e.to_string())
+}
+
+fn kind_chart<DB: DrawingBackend>(
+    area: DrawingArea<DB, plotters::coord::Shift>,
+    r: &Value,
+) -> Result<(), String> {
+    area.fill(&WHITE).map_err(|e| e.to_string())?;
+    let kinds: Vec<(String, Value)> = r["added_by_kind"]
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let commits_of = |k: &str| -> f64 {
+        r["per_commit"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|c| {
+                        crate::run::get(c, "kind")
+                            .and_then(Value::as_str)
+                            .map(|s| s.replace('_', " "))
+                            == Some(k.to_string())
+                            || kind_name(c) == k
+                    })
+                    .count() as f64
+            })
+            .unwrap_or(1.0)
+            .max(1.0)
+    };
+    let groups = kinds.len().max(1);
+    let per = LAYOUTS.len();
+    let mut chart = ChartBuilder::on(&area)
+        .caption(
+            "Bytes added per commit, by kind of commit",
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..(groups * (per + 1)) as f64, (1e2f64..1e9).log_scale())
+        .map_err(|e| e.to_string())?;
+    let labels: Vec<String> = kinds.iter().map(|k| k.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups * 2)
+        .x_label_formatter(&|x| {
+            let g = (*x / (per + 1) as f64).floor() as usize;
+            if ((*x - (g * (per + 1)) as f64) - per as f64 / 2.0).abs() < 0.6 {
+                labels.get(g).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("bytes added per commit (mean)")
+        .y_label_formatter(&|v| {
+            if *v >= 1e6 {
+                format!("{:.0} MB", v / 1e6)
+            } else {
+                format!("{:.0} kB", v / 1e3)
+            }
+        })
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (li, (layout, color)) in LAYOUTS.iter().enumerate() {
+        let c = *color;
+        let bars: Vec<Rectangle<(f64, f64)>> = kinds
+            .iter()
+            .enumerate()
+            .map(|(g, (k, v))| {
+                let x0 = (g * (per + 1) + li) as f64;
+                let y = (num(v.get(*layout)) / commits_of(k)).max(100.0);
+                Rectangle::new([(x0, 100.0), (x0 + 0.9, y)], c.filled())
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|e| e.to_string())?
+            .label(*layout)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    area.present().map_err(|e| e.to_string())
+}
+
+fn kind_name(c: &Value) -> &'static str {
+    match c["kind"].as_str().unwrap_or("") {
+        "first" => "first",
+        "weekly" => "weekly",
+        "lines_only" => "week 70 lines",
+        "late_returns" => "late returns",
+        "written_again" => "written again",
+        "another_order" => "another order",
+        "erasure" => "erasure",
+        _ => "",
+    }
+}

@@ -1,0 +1,369 @@
+//! Loading Online Retail II: the CSV (optionally gzipped) or the UCI
+//! workbook (both sheets, in order), checked against the published counts.
+//!
+//! The data's path comes from the caller (`--data`), else the
+//! `TABLEPIN_LAB_DATA` variable, else a file in the user's cache folder;
+//! when none exists it is downloaded from UCI with `curl` into that folder.
+//! A wrong file (missing column, wrong row count, bad date) is an error
+//! naming the file and what is wrong.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema};
+
+use crate::LabError;
+
+/// Rows the data set has.
+pub const ROWS: usize = 1_067_371;
+/// The UCI download.
+pub const UCI_URL: &str = "https://archive.ics.uci.edu/static/public/502/online+retail+ii.zip";
+/// 2009-12-01T00:00:00Z, the start of week 0.
+pub const EPOCH: i64 = 1_259_625_600;
+
+/// Every invoice line, in file order; a line's id is its index.
+#[derive(Debug, Clone)]
+pub struct Lines {
+    pub invoice: StringArray,
+    pub stock: StringArray,
+    pub description: StringArray,
+    pub quantity: Int64Array,
+    /// InvoiceDate, seconds since the epoch (UTC).
+    pub time: Vec<i64>,
+    pub price: Float64Array,
+    pub customer: Float64Array,
+    pub country: StringArray,
+}
+
+impl Lines {
+    pub fn len(&self) -> usize {
+        self.time.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.time.is_empty()
+    }
+
+    /// True for a cancellation (Invoice starts with `C`).
+    pub fn is_cancel(&self, i: usize) -> bool {
+        self.invoice.value(i).starts_with('C')
+    }
+}
+
+/// Where the data is: the argument, the environment, or the cache (which
+/// may not exist yet).
+pub fn locate(arg: Option<&str>) -> PathBuf {
+    if let Some(a) = arg {
+        return PathBuf::from(a);
+    }
+    if let Ok(v) = std::env::var("TABLEPIN_LAB_DATA") {
+        if !v.is_empty() {
+            return PathBuf::from(v);
+        }
+    }
+    cache_dir().join("online_retail_II.xlsx")
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("tablepin")
+}
+
+/// Downloads the UCI zip with curl and extracts the workbook.
+pub fn download(to: &Path) -> Result<(), LabError> {
+    let err = |m: String| LabError::Data {
+        path: to.display().to_string(),
+        message: m,
+    };
+    let dir = to.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    let zip_path = dir.join("online_retail_ii.zip");
+    eprintln!("Downloading Online Retail II from {UCI_URL} ...");
+    let status = std::process::Command::new("curl")
+        .args(["-fsSL", "-o"])
+        .arg(&zip_path)
+        .arg(UCI_URL)
+        .status()
+        .map_err(|e| {
+            err(format!(
+                "cannot run curl to download the data ({e}); pass --data PATH"
+            ))
+        })?;
+    if !status.success() {
+        return Err(err(format!(
+            "the download from {UCI_URL} failed ({status}); pass --data PATH to a local copy"
+        )));
+    }
+    let file = std::fs::File::open(&zip_path).map_err(|e| err(e.to_string()))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| err(format!("not a zip file: {e}")))?;
+    let name = (0..zip.len())
+        .filter_map(|i| zip.by_index(i).ok().map(|f| f.name().to_string()))
+        .find(|n| n.ends_with(".xlsx"))
+        .ok_or_else(|| err("the zip holds no .xlsx workbook".into()))?;
+    let mut entry = zip.by_name(&name).map_err(|e| err(e.to_string()))?;
+    let mut bytes = Vec::new();
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|e| err(e.to_string()))?;
+    std::fs::write(to, bytes).map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+/// Loads the data from a path (.csv, .csv.gz or .xlsx), downloading it to
+/// the cache first when the path is the cache file and it is missing.
+pub fn load(path: &Path) -> Result<Lines, LabError> {
+    if !path.exists() {
+        if path.starts_with(cache_dir()) {
+            download(path)?;
+        } else {
+            return Err(LabError::Data {
+                path: path.display().to_string(),
+                message: "no such file; pass --data PATH or set TABLEPIN_LAB_DATA".into(),
+            });
+        }
+    }
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    let lines = if name.ends_with(".xlsx") {
+        load_xlsx(path)?
+    } else {
+        load_csv(path)?
+    };
+    check(path, &lines)?;
+    Ok(lines)
+}
+
+fn data_err(path: &Path, message: impl Into<String>) -> LabError {
+    LabError::Data {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+const HEADER: [&str; 8] = [
+    "Invoice",
+    "StockCode",
+    "Description",
+    "Quantity",
+    "InvoiceDate",
+    "Price",
+    "Customer ID",
+    "Country",
+];
+
+/// Parses `YYYY-MM-DD HH:MM:SS` as UTC seconds.
+pub fn parse_time(s: &str) -> Option<i64> {
+    chrono::NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%d %H:%M:%S")
+        .ok()
+        .map(|t| t.and_utc().timestamp())
+}
+
+fn load_csv(path: &Path) -> Result<Lines, LabError> {
+    let file = std::fs::File::open(path).map_err(|e| data_err(path, e.to_string()))?;
+    let mut raw = Vec::with_capacity(100 << 20);
+    if path.to_string_lossy().to_ascii_lowercase().ends_with(".gz") {
+        flate2::read::MultiGzDecoder::new(std::io::BufReader::new(file))
+            .read_to_end(&mut raw)
+            .map_err(|e| data_err(path, format!("not a valid gzip file: {e}")))?;
+    } else {
+        std::io::BufReader::new(file)
+            .read_to_end(&mut raw)
+            .map_err(|e| data_err(path, e.to_string()))?;
+    }
+    let header_end = raw.iter().position(|b| *b == b'\n').unwrap_or(raw.len());
+    let header = String::from_utf8_lossy(&raw[..header_end]);
+    let cols: Vec<&str> = header.trim_end_matches('\r').split(',').collect();
+    if cols != HEADER {
+        let missing: Vec<&str> = HEADER
+            .iter()
+            .filter(|h| !cols.contains(h))
+            .copied()
+            .collect();
+        return Err(data_err(
+            path,
+            format!(
+                "the header is not Online Retail II's (missing: {}); expected {}",
+                if missing.is_empty() {
+                    "none, but the order differs".to_string()
+                } else {
+                    missing.join(", ")
+                },
+                HEADER.join(",")
+            ),
+        ));
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("Invoice", DataType::Utf8, true),
+        Field::new("StockCode", DataType::Utf8, true),
+        Field::new("Description", DataType::Utf8, true),
+        Field::new("Quantity", DataType::Int64, true),
+        Field::new("InvoiceDate", DataType::Utf8, true),
+        Field::new("Price", DataType::Float64, true),
+        Field::new("Customer ID", DataType::Float64, true),
+        Field::new("Country", DataType::Utf8, true),
+    ]));
+    let reader = arrow::csv::ReaderBuilder::new(schema.clone())
+        .with_header(true)
+        .with_batch_size(256 * 1024)
+        .build(std::io::Cursor::new(raw))
+        .map_err(|e| data_err(path, e.to_string()))?;
+    let batches: Vec<RecordBatch> = reader
+        .collect::<Result<_, _>>()
+        .map_err(|e| data_err(path, format!("not valid CSV: {e}")))?;
+    let all = arrow::compute::concat_batches(&schema, &batches)
+        .map_err(|e| data_err(path, e.to_string()))?;
+    let dates = all.column(4).as_string::<i32>();
+    let mut time = Vec::with_capacity(all.num_rows());
+    for i in 0..all.num_rows() {
+        let t = if dates.is_null(i) {
+            None
+        } else {
+            parse_time(dates.value(i))
+        };
+        match t {
+            Some(t) => time.push(t),
+            None => {
+                return Err(data_err(
+                    path,
+                    format!(
+                        "line {}: InvoiceDate '{}' is not a date (YYYY-MM-DD HH:MM:SS)",
+                        i + 2,
+                        if dates.is_null(i) { "" } else { dates.value(i) }
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(Lines {
+        invoice: all.column(0).as_string::<i32>().clone(),
+        stock: all.column(1).as_string::<i32>().clone(),
+        description: all.column(2).as_string::<i32>().clone(),
+        quantity: all.column(3).as_primitive::<Int64Type>().clone(),
+        time,
+        price: all.column(5).as_primitive::<Float64Type>().clone(),
+        customer: all.column(6).as_primitive::<Float64Type>().clone(),
+        country: all.column(7).as_string::<i32>().clone(),
+    })
+}
+
+fn load_xlsx(path: &Path) -> Result<Lines, LabError> {
+    use calamine::{open_workbook_auto, Data, Reader};
+    let mut wb = open_workbook_auto(path)
+        .map_err(|e| data_err(path, format!("not a readable workbook: {e}")))?;
+    let mut invoice = Vec::new();
+    let mut stock = Vec::new();
+    let mut description: Vec<Option<String>> = Vec::new();
+    let mut quantity = Vec::new();
+    let mut time = Vec::new();
+    let mut price = Vec::new();
+    let mut customer: Vec<Option<f64>> = Vec::new();
+    let mut country: Vec<Option<String>> = Vec::new();
+    let text = |d: &Data| -> Option<String> {
+        match d {
+            Data::Empty => None,
+            Data::String(s) => Some(s.clone()),
+            Data::Float(f) if f.fract() == 0.0 => Some(format!("{}", *f as i64)),
+            Data::Float(f) => Some(f.to_string()),
+            Data::Int(i) => Some(i.to_string()),
+            other => Some(other.to_string()),
+        }
+    };
+    let num = |d: &Data| -> Option<f64> {
+        match d {
+            Data::Float(f) => Some(*f),
+            Data::Int(i) => Some(*i as f64),
+            Data::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    };
+    for sheet in ["Year 2009-2010", "Year 2010-2011"] {
+        let range = wb
+            .worksheet_range(sheet)
+            .map_err(|e| data_err(path, format!("no sheet '{sheet}': {e}")))?;
+        let mut rows = range.rows();
+        let header: Vec<String> = rows
+            .next()
+            .map(|r| r.iter().map(|c| c.to_string()).collect())
+            .unwrap_or_default();
+        if header.iter().map(String::as_str).collect::<Vec<_>>() != HEADER {
+            return Err(data_err(
+                path,
+                format!(
+                    "sheet '{sheet}' does not have the columns {}",
+                    HEADER.join(",")
+                ),
+            ));
+        }
+        for (r, row) in rows.enumerate() {
+            let cell = |i: usize| row.get(i).cloned().unwrap_or(Data::Empty);
+            invoice.push(text(&cell(0)).unwrap_or_default());
+            stock.push(text(&cell(1)).unwrap_or_default());
+            description.push(text(&cell(2)));
+            quantity.push(num(&cell(3)).map(|q| q as i64).unwrap_or(0));
+            let t = match cell(4) {
+                // Excel serial days since 1899-12-30.
+                Data::DateTime(d) => Some(((d.as_f64() - 25_569.0) * 86_400.0).round() as i64),
+                Data::DateTimeIso(s) => parse_time(&s.replace('T', " ")),
+                Data::String(s) => parse_time(&s),
+                _ => None,
+            };
+            time.push(t.ok_or_else(|| {
+                data_err(
+                    path,
+                    format!("sheet '{sheet}' row {}: InvoiceDate is not a date", r + 2),
+                )
+            })?);
+            price.push(num(&cell(5)).unwrap_or(0.0));
+            customer.push(num(&cell(6)));
+            country.push(text(&cell(7)));
+        }
+    }
+    // Minute precision, as in the CSV.
+    for t in &mut time {
+        *t -= t.rem_euclid(60);
+    }
+    Ok(Lines {
+        invoice: StringArray::from(invoice),
+        stock: StringArray::from(stock),
+        description: StringArray::from(description),
+        quantity: Int64Array::from(quantity),
+        time,
+        price: Float64Array::from(price),
+        customer: Float64Array::from(customer),
+        country: StringArray::from(country),
+    })
+}
+
+fn check(path: &Path, l: &Lines) -> Result<(), LabError> {
+    if l.len() != ROWS {
+        return Err(data_err(
+            path,
+            format!("it has {} rows; Online Retail II has {ROWS}", l.len()),
+        ));
+    }
+    let cancels = (0..l.len()).filter(|i| l.is_cancel(*i)).count();
+    if cancels != 19_494 {
+        return Err(data_err(
+            path,
+            format!("it has {cancels} cancellations; Online Retail II has 19,494"),
+        ));
+    }
+    Ok(())
+}
+
+/// The columns of the lines, for callers that want Arrow arrays.
+pub fn columns(l: &Lines) -> Vec<ArrayRef> {
+    vec![
+        Arc::new(l.invoice.clone()),
+        Arc::new(l.stock.clone()),
+        Arc::new(l.description.clone()),
+        Arc::new(l.quantity.clone()),
+        Arc::new(l.price.clone()),
+        Arc::new(l.customer.clone()),
+        Arc::new(l.country.clone()),
+    ]
+}

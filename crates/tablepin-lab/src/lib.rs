@@ -1,0 +1,67 @@
+//! The lab: the Online Retail II experiment reproduced in one command, with
+//! tablepin as a fifth layout beside the four of the original, and the
+//! benchmarks.
+//!
+//! The lab is a client of the engine like the command line: it commits
+//! through `tablepin::Repo` as a user would, erases and collects garbage with
+//! the real commands, and formats what comes back. The reference layouts
+//! ([`layouts`]) and the experiment's rules ([`experiment`]) are its own.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod bench;
+pub mod charts;
+pub mod data;
+pub mod experiment;
+pub mod layouts;
+pub mod run;
+
+/// Errors of the lab.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LabError {
+    /// The data file is missing or wrong.
+    #[error("cannot use the data at '{path}': {message}")]
+    Data {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] tablepin::Error),
+    /// Arrow failed.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    /// Parquet failed.
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    /// Row hashing failed.
+    #[error(transparent)]
+    RowHash(#[from] tablepin_rowhash::RowHashError),
+    /// Writing results failed.
+    #[error("cannot write '{path}': {message}")]
+    Output {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Peak resident memory of this process, in bytes (Linux; 0 elsewhere).
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

@@ -1,0 +1,1014 @@
+//! One run of the experiment: the 110 commits through every layout and
+//! through tablepin, then every figure, `results.json`, `report.md` and the
+//! charts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::Float64Type;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tablepin::{
+    CommitOptions, ContentHash, GcPolicy, Mode, RefKind, Repo, VersionId, WriteSettings,
+};
+use tablepin_format::ObjectId;
+use tablepin_rowhash::hash_rows;
+
+use crate::data::{self, Lines};
+use crate::experiment::{
+    self, month_of, week_end, week_of, Commit, Derived, Kind, Master, State, TAG_WEEKS,
+};
+use crate::layouts::{read_back, Changes, Partitioned};
+use crate::LabError;
+
+/// Options of a lab run.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// The data file (see `data::locate`).
+    pub data: Option<String>,
+    /// The output folder.
+    pub out: PathBuf,
+    /// The customer to erase.
+    pub customer: i64,
+    /// Print progress lines on stderr.
+    pub verbose: bool,
+}
+
+/// The original experiment's figures, set beside ours in the report.
+pub const ORIGINAL: &[(&str, f64)] = &[
+    ("sale_lines", 1_047_877.0),
+    ("cancellations", 19_494.0),
+    ("returns_matched", 16_675.0),
+    ("returns_changed_nothing", 2_819.0),
+    ("commits", 110.0),
+    ("last_version.rows", 1_047_820.0),
+    ("late_returns.lines_changed", 134.0),
+    ("late_returns.rows", 665_731.0),
+    ("erasure.lines", 57.0),
+    ("erasure.month_files", 9.0),
+    ("erasure.week_files", 10.0),
+    ("files_stored.month", 816.0),
+    ("files_stored.week", 1_880.0),
+    ("files_stored.changes", 329.0),
+    ("last_version_files.month", 25.0),
+    ("last_version_files.week", 105.0),
+    ("last_version_files.changes", 210.0),
+    ("changes_rows_read", 1_060_857.0),
+    ("stored.copy", 754.5e6),
+    ("stored.month", 431.9e6),
+    ("stored.week", 301.6e6),
+    ("stored.changes", 27.8e6),
+    ("last_version.month_bytes", 14.5e6),
+];
+
+struct Tag {
+    week: i64,
+    version_index: usize,
+    present: Vec<bool>,
+    returned: Vec<i64>,
+    content: ContentHash,
+    /// Content hash of the erased customer's rows in this tag.
+    customer_content: ContentHash,
+    customer_rows: u64,
+    rows: u64,
+    layout_files: BTreeMap<&'static str, Vec<Bytes>>,
+    tablepin: VersionId,
+}
+
+fn log(verbose: bool, start: &Instant, msg: &str) {
+    if verbose {
+        eprintln!("[{:6.1}s] {msg}", start.elapsed().as_secs_f64());
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn share(n: usize, of: usize) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        n as f64 / of as f64
+    }
+}
+
+/// Runs the experiment and writes its outputs; returns `results.json`.
+pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
+    let start = Instant::now();
+    let v = opts.verbose;
+    let path = data::locate(opts.data.as_deref());
+    log(v, &start, &format!("loading {}", path.display()));
+    let l = data::load(&path)?;
+    let d = experiment::derive(&l);
+    let commits = experiment::commits(&l, &d);
+    let customer = opts.customer as f64;
+    log(
+        v,
+        &start,
+        &format!(
+            "{} lines, {} returns, {} commits",
+            l.len(),
+            d.returns.len(),
+            commits.len()
+        ),
+    );
+
+    std::fs::create_dir_all(&opts.out).map_err(|e| LabError::Output {
+        path: opts.out.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let work = tempfile::Builder::new()
+        .prefix(".lab-repos-")
+        .tempdir_in(&opts.out)
+        .map_err(|e| LabError::Output {
+            path: opts.out.display().to_string(),
+            message: e.to_string(),
+        })?;
+    let repo_path = work.path().join("tablepin");
+    let repo_py_path = work.path().join("tablepin-pyarrow");
+    let repo = Repo::init(&repo_path.to_string_lossy(), WriteSettings::default()).await?;
+    let repo_py = Repo::init(
+        &repo_py_path.to_string_lossy(),
+        WriteSettings::pyarrow_like(),
+    )
+    .await?;
+
+    let master = Master::new(&l);
+    let props = WriteSettings::pyarrow_like().properties()?;
+    let times = l.time.clone();
+    let mut month = Partitioned::new("month", Box::new(move |i| month_of(times[i as usize])));
+    let times = l.time.clone();
+    let mut week = Partitioned::new("week", Box::new(move |i| week_of(times[i as usize])));
+    let mut changes = Changes::default();
+    let mut state = State::new(l.len());
+
+    // The lab's own content hash, kept per line and updated as lines change.
+    let all: Vec<u32> = (0..l.len() as u32).collect();
+    let zero = vec![0i64; l.len()];
+    let mut row_hash = hash_rows(&master.rows(&all, &zero)?)?;
+    let mut content = ContentHash::EMPTY;
+
+    let mut tags: Vec<Tag> = Vec::new();
+    let mut per_commit: Vec<Value> = Vec::new();
+    let mut ref_checks: BTreeMap<Kind, [u64; 5]> = BTreeMap::new();
+    let mut tp_checks: BTreeMap<Kind, [u64; 5]> = BTreeMap::new();
+    let mut week_rewrites: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+    let mut tp_added: Vec<u64> = Vec::new();
+    let mut tp_py_added: Vec<u64> = Vec::new();
+    let mut late = (0usize, 0usize);
+    let mut erased_lines: Vec<u32> = Vec::new();
+    let mut copy_total = 0u64;
+    let mut copy_hashed = 0u64;
+    let mut copy_sizes: Vec<u64> = Vec::new();
+    let mut prev_month_files: Vec<ObjectId> = Vec::new();
+    let mut prev_rows = 0usize;
+    let mut tp_seconds = 0.0f64;
+    let mut layout_seconds = 0.0f64;
+
+    for (ci, c) in commits.iter().enumerate() {
+        let old_content = content;
+        let delta = state.apply(&l, &d, c, customer);
+        // Content hash: new lines, changed lines, erased lines.
+        for &i in &delta.added {
+            content.add(&row_hash[i as usize]);
+        }
+        let mut touched: Vec<u32> = delta.changed.clone();
+        if !delta.added.is_empty() {
+            // Same-week returns changed some added lines after they were
+            // counted: rehash every added line whose `returned` moved.
+            touched.extend(
+                delta
+                    .added
+                    .iter()
+                    .copied()
+                    .filter(|i| state.returned[*i as usize] != 0),
+            );
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        if !touched.is_empty() {
+            let fresh = hash_rows(&master.current(&touched, &state)?)?;
+            for (k, &i) in touched.iter().enumerate() {
+                if state.present[i as usize] {
+                    content.sub(&row_hash[i as usize]);
+                    content.add(&fresh[k]);
+                }
+                row_hash[i as usize] = fresh[k];
+            }
+        }
+        for &i in &delta.erased {
+            content.sub(&row_hash[i as usize]);
+        }
+        if c.kind == Kind::Erasure {
+            erased_lines = delta.erased.clone();
+        }
+        if c.kind == Kind::LateReturns {
+            late = (delta.changed.len(), state.rows);
+        }
+
+        // The reference layouts.
+        let t = Instant::now();
+        let month_changed = month.commit(&l, &master, &state, &delta, &props)?;
+        week.commit(&l, &master, &state, &delta, &props)?;
+        changes.commit(&l, &master, &state, &delta, &props)?;
+        layout_seconds += t.elapsed().as_secs_f64();
+        if matches!(
+            c.kind,
+            Kind::First | Kind::Weekly | Kind::LinesOnly | Kind::LateReturns
+        ) {
+            week_rewrites
+                .entry(c.week)
+                .or_default()
+                .extend(month_changed.iter().copied());
+        }
+        let month_files: Vec<ObjectId> = month.current.values().map(|r| r.id).collect();
+        let month_size: u64 = month.current.values().map(|r| r.size).sum();
+        copy_total += month_size;
+        copy_sizes.push(copy_total);
+        if month_files != prev_month_files {
+            copy_hashed += month_size;
+        }
+        let checks = [
+            1,
+            u64::from(state.rows != prev_rows),
+            0,
+            u64::from(month_files != prev_month_files),
+            u64::from(content != old_content),
+        ];
+        prev_month_files = month_files;
+        prev_rows = state.rows;
+        if ci > 0 {
+            let e = ref_checks.entry(c.kind).or_default();
+            for k in 0..5 {
+                e[k] += checks[k];
+            }
+        }
+
+        // tablepin, as a user commits.
+        let t = Instant::now();
+        let (mode, input) = tablepin_input(&l, &master, &state, c, &delta)?;
+        let time_ms = week_end(c.week) * 1000 + ci as i64;
+        let copts = CommitOptions {
+            mode,
+            key: Some(vec!["line".into()]),
+            message: format!("{} (week {})", c.kind.name(), c.week),
+            time_ms: Some(time_ms),
+            ..Default::default()
+        };
+        let r = repo
+            .commit("sales", input.schema(), vec![input.clone()], &copts)
+            .await?;
+        let r_py = repo_py
+            .commit("sales", input.schema(), vec![input], &copts)
+            .await?;
+        tp_seconds += t.elapsed().as_secs_f64();
+        if r.content_hash != content || r.rows != state.rows as u64 {
+            return Err(LabError::Other(format!(
+                "commit {ci} ({}): tablepin holds {} rows hashing to {}, the lab's table {} rows hashing to {}",
+                c.kind.name(),
+                r.rows,
+                r.content_hash.short(16),
+                state.rows,
+                content.short(16)
+            )));
+        }
+        tp_added.push(r.change.bytes_new + r.version_bytes);
+        tp_py_added.push(r_py.change.bytes_new + r_py.version_bytes);
+        if ci > 0 {
+            let ch = r.change.checks;
+            let e = tp_checks.entry(c.kind).or_default();
+            e[0] += 1;
+            e[1] += u64::from(ch.rows);
+            e[2] += u64::from(ch.schema);
+            e[3] += u64::from(ch.files);
+            e[4] += u64::from(ch.content);
+        }
+        per_commit.push(json!({
+            "commit": ci + 1, "kind": c.kind, "week": c.week, "rows": state.rows,
+            "added_bytes": {
+                "copy": month_size, "month": month.history.added[ci], "week": week.history.added[ci],
+                "changes": changes.history.added[ci], "tablepin": tp_added[ci], "tablepin_pyarrow": tp_py_added[ci],
+            },
+            "checks_reference": {"rows": checks[1] == 1, "schema": false, "files": checks[3] == 1, "content": checks[4] == 1},
+            "checks_tablepin": r.change.checks,
+        }));
+
+        // Tags: the last version of the tagged weeks.
+        let last_of_week = commits.get(ci + 1).is_none_or(|n| n.week != c.week);
+        if last_of_week && TAG_WEEKS.contains(&c.week) {
+            let name = format!("week-{}", c.week);
+            let id = repo
+                .create_ref(RefKind::Tag, &name, "main", "training set")
+                .await?;
+            repo_py
+                .create_ref(RefKind::Tag, &name, "main", "training set")
+                .await?;
+            let mut cust_content = ContentHash::EMPTY;
+            let mut cust_rows = 0;
+            for &i in &state.order {
+                let iu = i as usize;
+                if !l.customer.is_null(iu) && l.customer.value(iu) == customer {
+                    cust_content.add(&row_hash[iu]);
+                    cust_rows += 1;
+                }
+            }
+            tags.push(Tag {
+                week: c.week,
+                version_index: ci,
+                present: state.present.clone(),
+                returned: state.returned.clone(),
+                content,
+                customer_content: cust_content,
+                customer_rows: cust_rows,
+                rows: state.rows as u64,
+                layout_files: BTreeMap::from([
+                    (
+                        "month",
+                        month.current.values().map(|r| r.bytes.clone()).collect(),
+                    ),
+                    (
+                        "week",
+                        week.current.values().map(|r| r.bytes.clone()).collect(),
+                    ),
+                    (
+                        "changes",
+                        changes
+                            .files
+                            .values()
+                            .map(|f| f.rec.bytes.clone())
+                            .collect(),
+                    ),
+                ]),
+                tablepin: id,
+            });
+        }
+        if v && (ci + 1) % 10 == 0 {
+            log(
+                v,
+                &start,
+                &format!("commit {} of {}", ci + 1, commits.len()),
+            );
+        }
+    }
+    log(
+        v,
+        &start,
+        &format!("commits done (layouts {layout_seconds:.1}s, tablepin {tp_seconds:.1}s)"),
+    );
+
+    let n_versions = commits.len();
+    let last = n_versions - 1;
+    let head = repo.resolve("main").await?;
+
+    // Reading the last version.
+    let mut cache = HashMap::new();
+    let month_last: Vec<Bytes> = month.current.values().map(|r| r.bytes.clone()).collect();
+    let week_last: Vec<Bytes> = week.current.values().map(|r| r.bytes.clone()).collect();
+    let changes_last: Vec<Bytes> = changes
+        .files
+        .values()
+        .map(|f| f.rec.bytes.clone())
+        .collect();
+    let (mc, mrows, mread) = read_back(&month_last, false, &mut cache)?;
+    let (wc, _, wread) = read_back(&week_last, false, &mut cache)?;
+    let (cc, _, cread) = read_back(&changes_last, true, &mut cache)?;
+    let tp_head = repo.read_version(&head, "sales", None).await?;
+    let tp_head_content = tablepin_rowhash::content_hash(&tp_head.batches)?;
+    let last_ok = [
+        mc == content,
+        wc == content,
+        cc == content,
+        tp_head_content == content,
+    ];
+    let month_last_bytes: u64 = month.current.values().map(|r| r.size).sum();
+    log(v, &start, "last version read back");
+
+    // Tags read back from every layout.
+    let mut read_back_of: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut tag_rows = Vec::new();
+    for t in &tags {
+        let mut row =
+            json!({"week": t.week, "rows": t.rows, "content_hash": t.content.to_string()});
+        for (layout, files) in &t.layout_files {
+            let (h, _, _) = read_back(files, *layout == "changes", &mut cache)?;
+            let e = read_back_of.entry(layout).or_default();
+            e.1 += 1;
+            if h == t.content {
+                e.0 += 1;
+            }
+            row[*layout] = json!(h == t.content);
+            if *layout == "month" {
+                let c = read_back_of.entry("copy").or_default();
+                c.1 += 1;
+                if h == t.content {
+                    c.0 += 1;
+                }
+                row["copy"] = json!(h == t.content);
+            }
+        }
+        let tr = repo.read_version(&t.tablepin, "sales", None).await?;
+        let th = tablepin_rowhash::content_hash(&tr.batches)?;
+        let ok =
+            th == t.content && tr.stats.rows == t.rows && tr.snapshot.content_hash == t.content;
+        let e = read_back_of.entry("tablepin").or_default();
+        e.1 += 1;
+        if ok {
+            e.0 += 1;
+        }
+        row["tablepin"] = json!(ok);
+        tag_rows.push(row);
+    }
+    log(v, &start, "tags read back");
+
+    // As of: today's lines dated before the end of each tag's week.
+    let as_of = as_of(&l, &d, &state, &tags);
+
+    // Return ages and month rewrites.
+    let mut ages: Vec<f64> = d
+        .returns
+        .iter()
+        .map(|r| (r.time - l.time[r.sale as usize]) as f64 / 86_400.0)
+        .collect();
+    let n_ret = ages.len();
+    let over = |days: f64| ages.iter().filter(|a| **a > days).count();
+    let (o7, o28, o90) = (over(7.0), over(28.0), over(90.0));
+    let max_age = ages.iter().copied().fold(0.0, f64::max);
+    let earlier_month = d
+        .returns
+        .iter()
+        .filter(|r| month_of(l.time[r.sale as usize]) < month_of(r.time))
+        .count();
+    let med_age = median(&mut ages);
+    let mut per_week: Vec<f64> = week_rewrites.values().map(|s| s.len() as f64).collect();
+    let weeks_n = per_week.len();
+    let more_than_one = per_week.iter().filter(|x| **x > 1.0).count();
+    let max_rewrites = per_week.iter().copied().fold(0.0, f64::max);
+    let med_rewrites = median(&mut per_week);
+
+    // The erased customer's lines in the layouts.
+    let erased_set: HashSet<u32> = erased_lines.iter().copied().collect();
+    let erase_months: BTreeSet<i64> = erased_lines
+        .iter()
+        .map(|&i| month_of(l.time[i as usize]))
+        .collect();
+    let erase_weeks: BTreeSet<i64> = erased_lines
+        .iter()
+        .map(|&i| week_of(l.time[i as usize]))
+        .collect();
+
+    // Retention on the reference layouts.
+    let rules: [(&str, Vec<usize>); 3] = [
+        ("all", (0..n_versions).collect()),
+        ("last4", (n_versions - 4..n_versions).collect()),
+        ("last4_tags", {
+            let mut k: BTreeSet<usize> = (n_versions - 4..n_versions).collect();
+            k.extend(tags.iter().map(|t| t.version_index));
+            k.into_iter().collect()
+        }),
+    ];
+    let mut retention = serde_json::Map::new();
+    let mut purge = serde_json::Map::new();
+    for (layout, hist) in [
+        ("month", &month.history),
+        ("week", &week.history),
+        ("changes", &changes.history),
+    ] {
+        let mut per_rule = serde_json::Map::new();
+        for (rule, kept_versions) in &rules {
+            let kept: BTreeSet<ObjectId> = kept_versions
+                .iter()
+                .flat_map(|i| hist.versions[*i].iter().copied())
+                .collect();
+            let bytes: u64 = kept
+                .iter()
+                .map(|id| hist.stored.get(id).map_or(0, |s| s.0))
+                .sum();
+            let mut readable = 0;
+            let mut shares = Vec::new();
+            for t in &tags {
+                let files = &hist.versions[t.version_index];
+                let total: u64 = files
+                    .iter()
+                    .map(|id| hist.stored.get(id).map_or(0, |s| s.0))
+                    .sum();
+                let kept_b: u64 = files
+                    .iter()
+                    .filter(|id| kept.contains(id))
+                    .map(|id| hist.stored.get(id).map_or(0, |s| s.0))
+                    .sum();
+                if files.iter().all(|f| kept.contains(f)) {
+                    readable += 1;
+                }
+                shares.push(share(kept_b as usize, total as usize));
+            }
+            let holding: Vec<ObjectId> = kept
+                .iter()
+                .filter(|id| {
+                    hist.stored
+                        .get(id)
+                        .is_some_and(|s| s.1.iter().any(|i| erased_set.contains(i)))
+                })
+                .copied()
+                .collect();
+            per_rule.insert(
+                rule.to_string(),
+                json!({"bytes": bytes, "tags_readable": readable, "tag_bytes_kept": shares, "files_holding_erased": holding.len()}),
+            );
+            if *rule == "last4_tags" {
+                // The purge: rewrite those files without the customer's lines.
+                let mut written = 0u64;
+                for id in &holding {
+                    if let Some((_, lines)) = hist.stored.get(id) {
+                        let mut keep: Vec<u32> = lines
+                            .iter()
+                            .copied()
+                            .filter(|i| !erased_set.contains(i))
+                            .collect();
+                        if state.sorted {
+                            experiment::sort_lines(&l, &mut keep);
+                        }
+                        if !keep.is_empty() {
+                            written +=
+                                crate::layouts::encode(&master.current(&keep, &state)?, &props)?
+                                    .len() as u64;
+                        }
+                    }
+                }
+                purge.insert(
+                    layout.to_string(),
+                    json!({"files_rewritten": holding.len(), "bytes_written": written}),
+                );
+            }
+        }
+        retention.insert(layout.to_string(), Value::Object(per_rule));
+    }
+    // copy: every version a whole copy of its month files.
+    {
+        let mut per_rule = serde_json::Map::new();
+        for (rule, kept_versions) in &rules {
+            let bytes: u64 = kept_versions
+                .iter()
+                .map(|i| {
+                    month.history.versions[*i]
+                        .iter()
+                        .map(|id| month.history.stored.get(id).map_or(0, |s| s.0))
+                        .sum::<u64>()
+                })
+                .sum();
+            let kept: BTreeSet<usize> = kept_versions.iter().copied().collect();
+            let readable = tags
+                .iter()
+                .filter(|t| kept.contains(&t.version_index))
+                .count();
+            per_rule.insert(
+                rule.to_string(),
+                json!({"bytes": bytes, "tags_readable": readable}),
+            );
+        }
+        retention.insert("copy".into(), Value::Object(per_rule));
+    }
+    log(v, &start, "layout retention done");
+
+    let (tp_stored, tp_blobs_stored) = repo.stored().await?;
+    let tp_files_stored = count_data_blobs(&repo).await?;
+    // tablepin: erase the customer from every kept version, then the rules.
+    let before_holding = holding_customer(&repo, customer).await?;
+    let erase = repo
+        .erase_plan(&tablepin::EraseOptions {
+            table: "sales".into(),
+            predicate: format!("Customer_ID = {}", opts.customer),
+            reason: "right to erasure request (lab)".into(),
+        })
+        .await?;
+    let erase_rows = erase.rows_removed;
+    let erase_versions = erase.versions.len();
+    let er = repo.erase_apply(erase).await?;
+    log(v, &start, &format!("erased in {:.2}s", er.seconds));
+    let mut tp_retention = serde_json::Map::new();
+    let expected_after: Vec<ContentHash> = tags
+        .iter()
+        .map(|t| {
+            let mut c = t.content;
+            c.unmerge(&t.customer_content);
+            c
+        })
+        .collect();
+    for (rule, keep_last, keep_tags) in [
+        ("all", None, true),
+        ("last4", Some(4), false),
+        ("last4_tags", Some(4), true),
+    ] {
+        let dir = work.path().join(format!("rule-{rule}"));
+        copy_dir(&repo_path, &dir)?;
+        let r = Repo::open(&dir.to_string_lossy()).await?;
+        let t = Instant::now();
+        let policy = GcPolicy {
+            keep_last,
+            keep_tags,
+            grace_ms: 0,
+            ..Default::default()
+        };
+        let plan = r.gc_plan(&policy).await?;
+        let plan_s = t.elapsed().as_secs_f64();
+        let report = r.gc_apply(plan).await?;
+        let seconds = t.elapsed().as_secs_f64();
+        let verify = r.verify(&tablepin::NoProgress).await?;
+        let (bytes, blobs) = r.stored().await?;
+        let mut readable = 0;
+        for (t, want) in tags.iter().zip(&expected_after) {
+            let name = format!("week-{}", t.week);
+            if let Ok(read) = r.read(&name, "sales", None).await {
+                if tablepin_rowhash::content_hash(&read.batches)? == *want
+                    && read.stats.rows == t.rows - t.customer_rows
+                {
+                    readable += 1;
+                }
+            }
+        }
+        let holding = holding_customer(&r, customer).await?;
+        tp_retention.insert(
+            rule.to_string(),
+            json!({
+                "bytes": bytes, "blobs": blobs, "tags_readable": readable, "blobs_holding_erased": holding,
+                "versions_expired": report.plan.versions_expired.len(), "gc_plan_seconds": plan_s, "gc_seconds": seconds,
+                "verify_ok": verify.problems.is_empty(),
+            }),
+        );
+    }
+    retention.insert("tablepin".into(), Value::Object(tp_retention));
+    log(v, &start, "tablepin retention done");
+
+    let (tp_py_stored, _) = repo_py.stored().await?;
+    let (tp_after_erase, tp_blobs_after) = repo.stored().await?;
+    let tp_data_files = tp_head.snapshot.files.len();
+
+    // Bytes added by kind.
+    let mut by_kind: BTreeMap<Kind, BTreeMap<&str, u64>> = BTreeMap::new();
+    for (ci, c) in commits.iter().enumerate() {
+        let e = by_kind.entry(c.kind).or_default();
+        *e.entry("copy").or_default() +=
+            copy_sizes[ci] - if ci > 0 { copy_sizes[ci - 1] } else { 0 };
+        *e.entry("month").or_default() += month.history.added[ci];
+        *e.entry("week").or_default() += week.history.added[ci];
+        *e.entry("changes").or_default() += changes.history.added[ci];
+        *e.entry("tablepin").or_default() += tp_added[ci];
+        *e.entry("tablepin_pyarrow").or_default() += tp_py_added[ci];
+    }
+    let checks_json = |m: &BTreeMap<Kind, [u64; 5]>| -> Value {
+        let mut o = serde_json::Map::new();
+        for (k, c) in m {
+            o.insert(
+                serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                json!({"commits": c[0], "rows": c[1], "schema": c[2], "files": c[3], "content": c[4]}),
+            );
+        }
+        Value::Object(o)
+    };
+    let sizes_by_layout = |name: &str| -> Vec<u64> {
+        let mut acc = 0;
+        match name {
+            "copy" => copy_sizes.clone(),
+            "month" => month
+                .history
+                .added
+                .iter()
+                .map(|a| {
+                    acc += a;
+                    acc
+                })
+                .collect(),
+            "week" => week
+                .history
+                .added
+                .iter()
+                .map(|a| {
+                    acc += a;
+                    acc
+                })
+                .collect(),
+            "changes" => changes
+                .history
+                .added
+                .iter()
+                .map(|a| {
+                    acc += a;
+                    acc
+                })
+                .collect(),
+            "tablepin" => tp_added
+                .iter()
+                .map(|a| {
+                    acc += a;
+                    acc
+                })
+                .collect(),
+            _ => tp_py_added
+                .iter()
+                .map(|a| {
+                    acc += a;
+                    acc
+                })
+                .collect(),
+        }
+    };
+
+    let seconds = start.elapsed().as_secs_f64();
+    let results = json!({
+        "data": path.display().to_string(),
+        "sale_lines": d.sales.len(),
+        "cancellations": d.cancellations,
+        "returns_matched": d.returns.len(),
+        "returns_changed_nothing": d.unmatched,
+        "commits": n_versions,
+        "weeks": week_rewrites.len(),
+        "tags": tags.iter().map(|t| json!({"name": format!("week-{}", t.week), "week": t.week, "version": n_index(t.version_index), "rows": t.rows})).collect::<Vec<_>>(),
+        "last_version": {"rows": state.rows, "month_bytes": month_last_bytes, "read_back_exact": last_ok},
+        "stored": {
+            "copy": copy_total, "copy_hashed": copy_hashed, "month": month.history.stored_bytes,
+            "week": week.history.stored_bytes, "changes": changes.history.stored_bytes,
+            "tablepin": tp_stored, "tablepin_pyarrow": tp_py_stored, "tablepin_after_erasure": tp_after_erase,
+        },
+        "stored_over_last_version": {
+            "tablepin": tp_stored as f64 / month_last_bytes as f64,
+            "tablepin_pyarrow": tp_py_stored as f64 / month_last_bytes as f64,
+            "changes": changes.history.stored_bytes as f64 / month_last_bytes as f64,
+        },
+        "added_by_kind": by_kind.iter().map(|(k, m)| (k.name().to_string(), json!(m))).collect::<serde_json::Map<_, _>>(),
+        "files_stored": {
+            "month": month.history.stored.len(), "week": week.history.stored.len(),
+            "changes": changes.history.stored.len(), "tablepin": tp_files_stored,
+            "tablepin_blobs": tp_blobs_stored, "tablepin_blobs_after_erasure": tp_blobs_after,
+        },
+        "last_version_files": {
+            "month": month.current.len(), "week": week.current.len(), "changes": changes.files.len(),
+            "tablepin": tp_data_files,
+        },
+        "last_version_rows_read": {"month": mread, "week": wread, "changes": cread, "tablepin": tp_head.stats.rows_in_files, "tablepin_returned": tp_head.stats.rows},
+        "changes_rows_read": cread,
+        "month_rows": mrows,
+        "late_returns": {"lines_changed": late.0, "rows": late.1},
+        "erasure": {
+            "customer": opts.customer, "lines": erased_lines.len(), "month_files": erase_months.len(),
+            "week_files": erase_weeks.len(),
+            "tablepin": {
+                "bytes_written": er.audit.bytes_written, "seconds": er.seconds, "rows_removed": erase_rows,
+                "versions_replaced": erase_versions, "blobs_deleted": er.audit.blobs_deleted,
+                "blobs_holding_before": before_holding,
+            },
+        },
+        "return_ages": {
+            "median_days": med_age, "max_days": max_age, "over_7": share(o7, n_ret), "over_28": share(o28, n_ret),
+            "over_90": share(o90, n_ret), "earlier_month_file": share(earlier_month, n_ret),
+        },
+        "month_files_rewritten_per_week": {"median": med_rewrites, "max": max_rewrites, "share_over_one": share(more_than_one, weeks_n), "weeks": weeks_n},
+        "as_of": as_of,
+        "tags_read_back": read_back_of.get("month").map_or(0, |x| x.0) + read_back_of.get("week").map_or(0, |x| x.0) + read_back_of.get("changes").map_or(0, |x| x.0),
+        "tags_read_back_of": read_back_of.iter().map(|(k, (ok, of))| (k.to_string(), json!({"exact": ok, "of": of}))).collect::<serde_json::Map<_, _>>(),
+        "tag_read_back": tag_rows,
+        "checks": {"reference": checks_json(&ref_checks), "tablepin": checks_json(&tp_checks)},
+        "retention": retention,
+        "purge": purge,
+        "per_commit": per_commit,
+        "series": {
+            "copy": sizes_by_layout("copy"), "month": sizes_by_layout("month"), "week": sizes_by_layout("week"),
+            "changes": sizes_by_layout("changes"), "tablepin": sizes_by_layout("tablepin"), "tablepin_pyarrow": sizes_by_layout("tablepin_pyarrow"),
+        },
+        "timing": {"layouts_seconds": layout_seconds, "tablepin_commit_seconds": tp_seconds},
+        "seconds": seconds,
+        "peak_rss_bytes": crate::peak_rss_bytes(),
+    });
+    write_outputs(&opts.out, &results)?;
+    drop(work);
+    let _ = last;
+    Ok(results)
+}
+
+/// Commits the experiment's 110 versions (with its tags) to a new
+/// repository at `dir`, through tablepin alone.
+pub async fn tablepin_only(data_path: &Path, dir: &Path) -> Result<Repo, LabError> {
+    let l = data::load(data_path)?;
+    let d = experiment::derive(&l);
+    let commits = experiment::commits(&l, &d);
+    let master = Master::new(&l);
+    let mut state = State::new(l.len());
+    let repo = Repo::init(&dir.to_string_lossy(), WriteSettings::default()).await?;
+    for (ci, c) in commits.iter().enumerate() {
+        let delta = state.apply(&l, &d, c, 17388.0);
+        let (mode, input) = tablepin_input(&l, &master, &state, c, &delta)?;
+        let copts = CommitOptions {
+            mode,
+            key: Some(vec!["line".into()]),
+            message: format!("{} (week {})", c.kind.name(), c.week),
+            time_ms: Some(week_end(c.week) * 1000 + ci as i64),
+            ..Default::default()
+        };
+        repo.commit("sales", input.schema(), vec![input], &copts)
+            .await?;
+        let last_of_week = commits.get(ci + 1).is_none_or(|n| n.week != c.week);
+        if last_of_week && TAG_WEEKS.contains(&c.week) {
+            repo.create_ref(
+                RefKind::Tag,
+                &format!("week-{}", c.week),
+                "main",
+                "training set",
+            )
+            .await?;
+        }
+    }
+    Ok(repo)
+}
+
+fn n_index(i: usize) -> usize {
+    i + 1
+}
+
+/// What tablepin is asked to commit for one step, as a user would.
+fn tablepin_input(
+    l: &Lines,
+    m: &Master,
+    s: &State,
+    c: &Commit,
+    d: &experiment::Delta,
+) -> Result<(Mode, RecordBatch), LabError> {
+    Ok(match c.kind {
+        Kind::First | Kind::Weekly | Kind::LateReturns => {
+            let mut lines = d.added.clone();
+            lines.extend(&d.changed);
+            (Mode::Upsert, m.current(&lines, s)?)
+        }
+        Kind::LinesOnly => (Mode::Append, m.current(&d.added, s)?),
+        Kind::WrittenAgain => (Mode::Overwrite, m.current(&s.order, s)?),
+        Kind::AnotherOrder => {
+            let mut lines = s.order.clone();
+            experiment::sort_lines(l, &mut lines);
+            (Mode::Overwrite, m.current(&lines, s)?)
+        }
+        Kind::Erasure => (Mode::Delete, m.current(&d.erased, s)?.project(&[0])?),
+    })
+}
+
+// Indexes several per-line arrays at once; a range loop reads clearest.
+#[allow(clippy::needless_range_loop)]
+fn as_of(l: &Lines, d: &Derived, today: &State, tags: &[Tag]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for t in tags {
+        let end = week_end(t.week);
+        // Today's returns, counted only when dated before the week's end.
+        let mut filtered = vec![0i64; l.len()];
+        for r in &d.returns {
+            if r.time < end {
+                filtered[r.sale as usize] += r.units;
+            }
+        }
+        let (mut changed, mut only_tag, mut only_today, mut tag_lines) = (0u64, 0u64, 0u64, 0u64);
+        let (mut units_tag, mut units_today, mut changed_f, mut units_f) = (0i64, 0i64, 0u64, 0i64);
+        for i in 0..l.len() {
+            let in_tag = t.present[i];
+            let in_today = today.present[i] && l.time[i] < end;
+            if in_tag {
+                tag_lines += 1;
+                units_tag += t.returned[i];
+            }
+            if in_today {
+                units_today += today.returned[i];
+                units_f += filtered[i];
+            }
+            match (in_tag, in_today) {
+                (true, true) => {
+                    if today.returned[i] != t.returned[i] {
+                        changed += 1;
+                    }
+                    if filtered[i] != t.returned[i] {
+                        changed_f += 1;
+                    }
+                }
+                (true, false) => only_tag += 1,
+                (false, true) => only_today += 1,
+                _ => {}
+            }
+        }
+        out.push(json!({
+            "week": t.week, "tag_lines": tag_lines, "changed": changed, "only_in_tag": only_tag,
+            "only_in_today": only_today, "units_returned_tag": units_tag, "units_returned_today": units_today,
+            "filtered_by_date": {"changed": changed_f, "only_in_tag": only_tag, "units_returned_today": units_f},
+        }));
+    }
+    out
+}
+
+/// Stored data blobs of a repository that hold a row of the customer,
+/// found by reading every Parquet blob (the lab's own check, independent of
+/// the engine's fingerprints).
+async fn holding_customer(repo: &Repo, customer: f64) -> Result<u64, LabError> {
+    let mut n = 0;
+    for b in repo
+        .store()
+        .list_blobs()
+        .await
+        .map_err(tablepin::Error::from)?
+    {
+        let bytes = repo
+            .store()
+            .get_blob(&b.id)
+            .await
+            .map_err(tablepin::Error::from)?;
+        if bytes.len() < 4 || &bytes[..4] != b"PAR1" {
+            continue;
+        }
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
+            .build()?;
+        let mut hit = false;
+        for batch in reader {
+            let batch = batch?;
+            if let Some(c) = batch.column_by_name("Customer_ID") {
+                let c = c.as_primitive::<Float64Type>();
+                if c.iter().any(|v| v == Some(customer)) {
+                    hit = true;
+                }
+            }
+        }
+        n += u64::from(hit);
+    }
+    Ok(n)
+}
+
+async fn count_data_blobs(repo: &Repo) -> Result<u64, LabError> {
+    let mut n = 0;
+    for b in repo
+        .store()
+        .list_blobs()
+        .await
+        .map_err(tablepin::Error::from)?
+    {
+        let bytes = repo
+            .store()
+            .get_blob(&b.id)
+            .await
+            .map_err(tablepin::Error::from)?;
+        if bytes.len() >= 4 && &bytes[..4] == b"PAR1" {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Copies a folder tree.
+pub fn copy_dir(from: &Path, to: &Path) -> Result<(), LabError> {
+    let err = |e: std::io::Error| LabError::Output {
+        path: to.display().to_string(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(to).map_err(err)?;
+    for entry in std::fs::read_dir(from).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().map_err(err)?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_outputs(out: &Path, results: &Value) -> Result<(), LabError> {
+    let w = |name: &str, bytes: &[u8]| -> Result<(), LabError> {
+        std::fs::write(out.join(name), bytes).map_err(|e| LabError::Output {
+            path: out.join(name).display().to_string(),
+            message: e.to_string(),
+        })
+    };
+    let json = serde_json::to_vec_pretty(results).map_err(|e| LabError::Other(e.to_string()))?;
+    w("results.json", &json)?;
+    w("report.md", crate::charts::report(results).as_bytes())?;
+    crate::charts::charts(out, results)?;
+    Ok(())
+}
+
+/// Helper for the summary: a field of the results by dotted path.
+pub fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, k| v.get(k))
+}
+
+/// Keeps `Array` in use for trait methods on arrays.
+#[allow(dead_code)]
+fn _array_len(a: &dyn Array) -> usize {
+    a.len()
+}
+
+/// The blob's id, for tests that compare files.
+pub fn id_of(b: &Bytes) -> ObjectId {
+    ObjectId::of(b)
+}

@@ -1,0 +1,509 @@
+//! Content-addressed blobs and append-only ref logs over `object_store`.
+//!
+//! This is the only layer that touches storage. Everything goes through an
+//! `Arc<dyn ObjectStore>`, so a local folder, memory (tests) and, later, S3,
+//! GCS or Azure run the same code. Its rules:
+//!
+//! - a blob is written put-if-absent under `objects/ab/cdef…`, the BLAKE3-256
+//!   of its bytes, and never changes (invariant 1); every read hashes what it
+//!   read and refuses a mismatch (invariant 5);
+//! - a ref is a folder of numbered entries (`refs/branches/main/00000042`);
+//!   moving it creates entry N+1 with `PutMode::Create`, so of two racing
+//!   writers one wins and the other gets [`StoreError::RefConflict`]
+//!   (invariant 2). Compare-and-swap is never needed, which matters because
+//!   `object_store`'s local store refuses `PutMode::Update`;
+//! - small documents (tombstones, audit records, the repository's config) are
+//!   plain JSON beside them, also written put-if-absent.
+//!
+//! A fault hook ([`Store::with_fault_after`]) stops the process before the
+//! N+1-th write, so tests can kill a command at every write it makes.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use tablepin_format::{ObjectId, RefEntry, RefKind};
+
+/// Errors of the store. Each names the object it was about.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A blob's bytes do not hash to its name: the stored copy is damaged.
+    #[error("blob {id} is damaged: its bytes hash to {actual}; restore it from a copy, or run `tablepin verify` to list what it breaks")]
+    Corrupt {
+        /// The blob's name.
+        id: ObjectId,
+        /// What its bytes hash to now.
+        actual: ObjectId,
+    },
+    /// A blob or document that should exist does not.
+    #[error("{path} is missing from the repository")]
+    NotFound {
+        /// The object's path.
+        path: String,
+    },
+    /// Another writer created this ref entry first.
+    #[error("ref {name} moved while this command ran (entry {seq} exists); run the command again")]
+    RefConflict {
+        /// The ref.
+        name: String,
+        /// The entry number both wanted.
+        seq: u64,
+    },
+    /// A document exists already where one was to be created.
+    #[error("{path} exists already")]
+    Exists {
+        /// The object's path.
+        path: String,
+    },
+    /// The repository location cannot be opened.
+    #[error("cannot open repository at {location}: {reason}")]
+    Location {
+        /// What was given.
+        location: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// A stored document is not valid JSON of its kind.
+    #[error("{path} is damaged: {source}")]
+    Decode {
+        /// The document.
+        path: String,
+        /// The decode error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The object store failed.
+    #[error("storage error at {path}: {source}")]
+    Io {
+        /// The object's path.
+        path: String,
+        /// The object store's error.
+        #[source]
+        source: Box<object_store::Error>,
+    },
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+fn io(path: &Path, source: object_store::Error) -> StoreError {
+    match source {
+        object_store::Error::NotFound { .. } => StoreError::NotFound {
+            path: path.to_string(),
+        },
+        source => StoreError::Io {
+            path: path.to_string(),
+            source: Box::new(source),
+        },
+    }
+}
+
+/// A stored blob as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobMeta {
+    /// Its name.
+    pub id: ObjectId,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was written.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// The outcome of a blob put.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutOutcome {
+    /// The blob's name.
+    pub id: ObjectId,
+    /// False when the repository held these bytes already.
+    pub new: bool,
+    /// The blob's size.
+    pub bytes: u64,
+}
+
+/// A repository's storage: blobs, refs and documents under one prefix.
+#[derive(Debug)]
+pub struct Store {
+    os: Arc<dyn ObjectStore>,
+    location: String,
+    writes: AtomicU64,
+    fault_after: Option<u64>,
+}
+
+/// The folder name a local repository lives in.
+pub const LOCAL_DIR: &str = ".tablepin";
+
+impl Store {
+    /// Opens storage at a location: a local folder path, `file://…`, or
+    /// `memory://` (a fresh in-memory store, for tests). The folder must exist.
+    pub fn open(location: &str) -> Result<Self> {
+        let err = |reason: String| StoreError::Location {
+            location: location.to_string(),
+            reason,
+        };
+        let os: Arc<dyn ObjectStore> = if location == "memory://" {
+            Arc::new(InMemory::new())
+        } else if let Some(scheme) = location.split_once("://").map(|s| s.0) {
+            if scheme != "file" {
+                return Err(err(format!(
+                    "this build of tablepin has no '{scheme}' support; use a local folder or file://"
+                )));
+            }
+            let url = url::Url::parse(location).map_err(|e| err(e.to_string()))?;
+            let path = url
+                .to_file_path()
+                .map_err(|_| err("not a local path".to_string()))?;
+            Arc::new(LocalFileSystem::new_with_prefix(&path).map_err(|e| err(e.to_string()))?)
+        } else {
+            let path = std::path::Path::new(location);
+            if !path.is_dir() {
+                return Err(err("no such folder".to_string()));
+            }
+            Arc::new(LocalFileSystem::new_with_prefix(path).map_err(|e| err(e.to_string()))?)
+        };
+        Ok(Self::from_object_store(os, location))
+    }
+
+    /// Wraps any object store.
+    pub fn from_object_store(os: Arc<dyn ObjectStore>, location: &str) -> Self {
+        Self {
+            os,
+            location: location.to_string(),
+            writes: AtomicU64::new(0),
+            fault_after: None,
+        }
+    }
+
+    /// Stops the process (as a crash would) before the write after `n`
+    /// writes. For crash-safety tests only.
+    pub fn with_fault_after(mut self, n: Option<u64>) -> Self {
+        self.fault_after = n;
+        self
+    }
+
+    /// Where this store is.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn before_write(&self) {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.fault_after.is_some_and(|limit| n >= limit) {
+            // Simulates a kill -9 between two writes: no destructors, no
+            // flushing, exactly what a crash leaves.
+            std::process::abort();
+        }
+    }
+
+    /// Writes made through this handle so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    fn blob_path(id: &ObjectId) -> Path {
+        Path::from(format!("objects/{}", id.fanout_path()))
+    }
+
+    /// Stores bytes under their hash, put-if-absent.
+    pub async fn put_blob(&self, bytes: Bytes) -> Result<PutOutcome> {
+        let id = ObjectId::of(&bytes);
+        let len = bytes.len() as u64;
+        let path = Self::blob_path(&id);
+        // A cheap existence check first: most puts of a repeated write find
+        // the blob and then cost no write at all.
+        match self.os.head(&path).await {
+            Ok(_) => {
+                return Ok(PutOutcome {
+                    id,
+                    new: false,
+                    bytes: len,
+                })
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(io(&path, e)),
+        }
+        self.before_write();
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .os
+            .put_opts(&path, PutPayload::from_bytes(bytes), opts)
+            .await
+        {
+            Ok(_) => Ok(PutOutcome {
+                id,
+                new: true,
+                bytes: len,
+            }),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(PutOutcome {
+                id,
+                new: false,
+                bytes: len,
+            }),
+            Err(e) => Err(io(&path, e)),
+        }
+    }
+
+    /// Stores bytes under their hash like [`Store::put_blob`], and when the
+    /// repository holds them already, writes them again (identical bytes,
+    /// atomically) so that their age restarts. A commit freshens every blob
+    /// it refers to, so that a garbage collection running at the same time,
+    /// which spares blobs younger than its grace period, cannot delete an
+    /// old blob this commit is about to use again.
+    pub async fn freshen_blob(&self, bytes: Bytes) -> Result<PutOutcome> {
+        let out = self.put_blob(bytes.clone()).await?;
+        if out.new {
+            return Ok(out);
+        }
+        self.before_write();
+        let path = Self::blob_path(&out.id);
+        self.os
+            .put_opts(&path, PutPayload::from_bytes(bytes), PutOptions::default())
+            .await
+            .map_err(|e| io(&path, e))?;
+        Ok(out)
+    }
+
+    /// A blob's size and age, or `None` when it is not stored.
+    pub async fn blob_meta(&self, id: &ObjectId) -> Result<Option<BlobMeta>> {
+        let path = Self::blob_path(id);
+        match self.os.head(&path).await {
+            Ok(m) => Ok(Some(BlobMeta {
+                id: *id,
+                size: m.size,
+                last_modified: m.last_modified,
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(io(&path, e)),
+        }
+    }
+
+    /// Reads a blob and checks its bytes against its name.
+    pub async fn get_blob(&self, id: &ObjectId) -> Result<Bytes> {
+        let path = Self::blob_path(id);
+        let bytes = self
+            .os
+            .get(&path)
+            .await
+            .map_err(|e| io(&path, e))?
+            .bytes()
+            .await
+            .map_err(|e| io(&path, e))?;
+        let actual = ObjectId::of(&bytes);
+        if actual != *id {
+            return Err(StoreError::Corrupt { id: *id, actual });
+        }
+        Ok(bytes)
+    }
+
+    /// True when the blob is stored.
+    pub async fn has_blob(&self, id: &ObjectId) -> Result<bool> {
+        let path = Self::blob_path(id);
+        match self.os.head(&path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(io(&path, e)),
+        }
+    }
+
+    /// Every stored blob. Files under `objects/` whose names are not ids
+    /// (temporary files of an interrupted write) are skipped.
+    pub async fn list_blobs(&self) -> Result<Vec<BlobMeta>> {
+        let prefix = Path::from("objects");
+        let metas: Vec<_> = self
+            .os
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| io(&prefix, e))?;
+        let mut out: Vec<BlobMeta> = metas
+            .into_iter()
+            .filter_map(|m| {
+                let parts: Vec<_> = m.location.parts().collect();
+                let [_, a, b] = parts.as_slice() else {
+                    return None;
+                };
+                let id: ObjectId = format!("{}{}", a.as_ref(), b.as_ref()).parse().ok()?;
+                Some(BlobMeta {
+                    id,
+                    size: m.size,
+                    last_modified: m.last_modified,
+                })
+            })
+            .collect();
+        out.sort_by_key(|m| m.id);
+        Ok(out)
+    }
+
+    /// Deletes a blob (garbage collection and erasure only).
+    pub async fn delete_blob(&self, id: &ObjectId) -> Result<()> {
+        self.before_write();
+        let path = Self::blob_path(id);
+        match self.os.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(io(&path, e)),
+        }
+    }
+
+    fn ref_dir(kind: RefKind, name: &str) -> String {
+        format!("refs/{}/{}", kind.dir(), name)
+    }
+
+    /// The names of every ref of a kind, sorted.
+    pub async fn ref_names(&self, kind: RefKind) -> Result<Vec<String>> {
+        let prefix = Path::from(format!("refs/{}", kind.dir()));
+        let listed = self
+            .os
+            .list_with_delimiter(Some(&prefix))
+            .await
+            .map_err(|e| io(&prefix, e))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The entry numbers of a ref's log, ascending.
+    async fn ref_seqs(&self, kind: RefKind, name: &str) -> Result<Vec<u64>> {
+        let prefix = Path::from(Self::ref_dir(kind, name));
+        let metas: Vec<_> = self
+            .os
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| io(&prefix, e))?;
+        let mut seqs: Vec<u64> = metas
+            .iter()
+            .filter_map(|m| m.location.filename()?.parse().ok())
+            .collect();
+        seqs.sort_unstable();
+        Ok(seqs)
+    }
+
+    async fn get_ref_entry(&self, kind: RefKind, name: &str, seq: u64) -> Result<RefEntry> {
+        let path = Path::from(format!("{}/{:08}", Self::ref_dir(kind, name), seq));
+        let bytes = self.get_path(&path).await?;
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Decode {
+            path: path.to_string(),
+            source,
+        })
+    }
+
+    /// A ref's newest entry, if the ref has any.
+    pub async fn ref_head(&self, kind: RefKind, name: &str) -> Result<Option<RefEntry>> {
+        match self.ref_seqs(kind, name).await?.last() {
+            Some(seq) => Ok(Some(self.get_ref_entry(kind, name, *seq).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A ref's whole log, oldest first.
+    pub async fn ref_log(&self, kind: RefKind, name: &str) -> Result<Vec<RefEntry>> {
+        let mut out = Vec::new();
+        for seq in self.ref_seqs(kind, name).await? {
+            out.push(self.get_ref_entry(kind, name, seq).await?);
+        }
+        Ok(out)
+    }
+
+    /// Appends an entry to a ref's log: creates entry `entry.seq`
+    /// put-if-absent. Fails with [`StoreError::RefConflict`] when another
+    /// writer created it first.
+    pub async fn append_ref(&self, kind: RefKind, name: &str, entry: &RefEntry) -> Result<()> {
+        let path = Path::from(format!("{}/{:08}", Self::ref_dir(kind, name), entry.seq));
+        let bytes = serde_json::to_vec_pretty(entry).map_err(|source| StoreError::Decode {
+            path: path.to_string(),
+            source,
+        })?;
+        match self.create_path(&path, Bytes::from(bytes)).await {
+            Err(StoreError::Exists { .. }) => Err(StoreError::RefConflict {
+                name: format!("{}/{}", kind.dir(), name),
+                seq: entry.seq,
+            }),
+            other => other,
+        }
+    }
+
+    async fn get_path(&self, path: &Path) -> Result<Bytes> {
+        self.os
+            .get(path)
+            .await
+            .map_err(|e| io(path, e))?
+            .bytes()
+            .await
+            .map_err(|e| io(path, e))
+    }
+
+    async fn create_path(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        self.before_write();
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .os
+            .put_opts(path, PutPayload::from_bytes(bytes), opts)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(StoreError::Exists {
+                path: path.to_string(),
+            }),
+            Err(e) => Err(io(path, e)),
+        }
+    }
+
+    /// Creates a document (tombstone, audit record, config) put-if-absent.
+    pub async fn create_doc(&self, path: &str, bytes: Bytes) -> Result<()> {
+        self.create_path(&Path::from(path), bytes).await
+    }
+
+    /// Reads a document, or `None` when it does not exist.
+    pub async fn get_doc(&self, path: &str) -> Result<Option<Bytes>> {
+        match self.get_path(&Path::from(path)).await {
+            Ok(b) => Ok(Some(b)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The paths of every document under a folder, sorted.
+    pub async fn list_docs(&self, prefix: &str) -> Result<Vec<String>> {
+        let p = Path::from(prefix);
+        let metas: Vec<_> = self
+            .os
+            .list(Some(&p))
+            .try_collect()
+            .await
+            .map_err(|e| io(&p, e))?;
+        let mut out: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Deletes a document.
+    pub async fn delete_doc(&self, path: &str) -> Result<()> {
+        self.before_write();
+        let p = Path::from(path);
+        match self.os.delete(&p).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(io(&p, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

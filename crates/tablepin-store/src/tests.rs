@@ -1,0 +1,142 @@
+//! The store's contract, run against memory and a local folder alike.
+
+use super::*;
+use tablepin_format::{VersionId, FORMAT_VERSION};
+
+fn entry(seq: u64, target: Option<VersionId>) -> RefEntry {
+    RefEntry {
+        format: FORMAT_VERSION,
+        seq,
+        target,
+        time_ms: 0,
+        author: "t".into(),
+        message: "m".into(),
+    }
+}
+
+async fn conformance(store: &Store) {
+    // Blobs: put-if-absent, dedup, verified reads.
+    let a = store.put_blob(Bytes::from_static(b"hello")).await.unwrap();
+    assert!(a.new);
+    assert_eq!(a.id, ObjectId::of(b"hello"));
+    let again = store.put_blob(Bytes::from_static(b"hello")).await.unwrap();
+    assert!(!again.new, "the same bytes are stored once");
+    assert_eq!(
+        store.get_blob(&a.id).await.unwrap(),
+        Bytes::from_static(b"hello")
+    );
+    assert!(store.has_blob(&a.id).await.unwrap());
+    let listed = store.list_blobs().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, a.id);
+    assert_eq!(listed[0].size, 5);
+    let missing = ObjectId::of(b"nope");
+    assert!(matches!(
+        store.get_blob(&missing).await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    // Refs: append-only, numbered, racing writers conflict.
+    assert!(store
+        .ref_head(RefKind::Branch, "main")
+        .await
+        .unwrap()
+        .is_none());
+    let v = VersionId(a.id);
+    store
+        .append_ref(RefKind::Branch, "main", &entry(1, Some(v)))
+        .await
+        .unwrap();
+    store
+        .append_ref(RefKind::Branch, "main", &entry(2, None))
+        .await
+        .unwrap();
+    let conflict = store
+        .append_ref(RefKind::Branch, "main", &entry(2, Some(v)))
+        .await;
+    assert!(
+        matches!(conflict, Err(StoreError::RefConflict { seq: 2, .. })),
+        "{conflict:?}"
+    );
+    let head = store
+        .ref_head(RefKind::Branch, "main")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.seq, 2);
+    assert_eq!(head.target, None);
+    assert_eq!(
+        store.ref_log(RefKind::Branch, "main").await.unwrap().len(),
+        2
+    );
+    store
+        .append_ref(RefKind::Tag, "t1", &entry(1, Some(v)))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.ref_names(RefKind::Branch).await.unwrap(),
+        vec!["main"]
+    );
+    assert_eq!(store.ref_names(RefKind::Tag).await.unwrap(), vec!["t1"]);
+
+    // Documents.
+    store
+        .create_doc("audit/00000001.json", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .create_doc("audit/00000001.json", Bytes::from_static(b"{}"))
+            .await,
+        Err(StoreError::Exists { .. })
+    ));
+    assert_eq!(
+        store.list_docs("audit").await.unwrap(),
+        vec!["audit/00000001.json"]
+    );
+    assert!(store.get_doc("audit/none").await.unwrap().is_none());
+
+    store.delete_blob(&a.id).await.unwrap();
+    assert!(!store.has_blob(&a.id).await.unwrap());
+}
+
+#[tokio::test]
+async fn memory_store_keeps_the_contract() {
+    conformance(&Store::open("memory://").unwrap()).await;
+}
+
+#[tokio::test]
+async fn local_store_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance(&Store::open(dir.path().to_str().unwrap()).unwrap()).await;
+    let url = format!("file://{}", dir.path().display());
+    let s = Store::open(&url).unwrap();
+    assert!(s.list_blobs().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn damaged_blob_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let a = store
+        .put_blob(Bytes::from_static(b"precious bytes"))
+        .await
+        .unwrap();
+    let path = dir.path().join("objects").join(a.id.fanout_path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[3] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let err = store.get_blob(&a.id).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { id, .. } if id == a.id));
+    assert!(err.to_string().contains(&a.id.to_string()));
+}
+
+#[test]
+fn unsupported_scheme_is_a_clear_error() {
+    let err = Store::open("s3://bucket/x").unwrap_err().to_string();
+    assert!(err.contains("'s3'"), "{err}");
+    let err = Store::open("/no/such/folder/anywhere")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no such folder"), "{err}");
+}

@@ -1,0 +1,886 @@
+//! Erasure: remove the rows matching a predicate from the head AND from
+//! every kept version, physically, with an audit record that holds no
+//! personal data.
+//!
+//! [`Repo::erase_plan`] finds every data file, in every stored version, that
+//! holds a matching row (deleted positions count: their bytes are still
+//! there), and plans a rewrite of each without those rows. A file shared by
+//! many versions is rewritten once and shared again; each version's deletion
+//! vector is renumbered onto the rewritten file. Every version that held the
+//! rows, and every descendant of one (its parent id changes, as in
+//! `git filter-branch`), gets a replacement version with the same time,
+//! author and message and a `replaces` link. Rewrites are deterministic, so
+//! planning twice gives the same blobs and the same version ids.
+//!
+//! [`Repo::erase_apply`] then: (1) writes the new blobs; (2) writes a
+//! pending record naming the old blobs to delete; (3) moves each branch and
+//! tag onto its replacement; (4) deletes the old blobs at once, whatever
+//! the grace period; (5) writes the audit record and drops the pending one.
+//! Killed at any point, the repository passes `verify`, each ref names its
+//! old version (still whole) or its replacement, and `erase` with the same
+//! predicate finishes the job (the pending record survives).
+//!
+//! The audit record keeps, to let `verify --erased` prove later that no
+//! blob holds an erased row, a keyed fingerprint of each erased row: BLAKE3
+//! keyed with a random per-erasure salt over the row's `rowhash-v1`,
+//! truncated to 128 bits. It cannot be turned back into the row; confirming
+//! a guess needs the exact whole row (every column, to the bit), which is
+//! the data that was erased. We chose this over encrypting the predicate
+//! under a user-held key because the proof then needs no secret and checks
+//! rows, not a predicate that later schema changes could reinterpret.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+use datafusion::common::DFSchema;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use serde::{Deserialize, Serialize};
+use tablepin_format::{
+    encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, ContentHash, DeletionVector,
+    ErasedFingerprint, FileEntry, ObjectId, RefKind, TableSnapshot, Version, VersionId,
+    FORMAT_VERSION,
+};
+use tablepin_rowhash::hash_rows;
+
+use super::{now_ms, Progress, Repo};
+use crate::error::{Error, Result};
+use crate::table::datafile::{align, encode_dv, read_data_file, write_data_file, Select};
+use crate::table::{keys, load_dv, schema_of};
+
+/// A compiled predicate.
+pub(crate) struct Predicate {
+    expr: Arc<dyn PhysicalExpr>,
+    schema: SchemaRef,
+    text: String,
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().trim().to_string()
+}
+
+impl Predicate {
+    /// Parses and type-checks an SQL boolean expression over `schema` with
+    /// DataFusion.
+    pub(crate) fn compile(table: &str, text: &str, schema: &SchemaRef) -> Result<Self> {
+        let bad = |why: String| {
+            Error::Query(format!(
+                "predicate \"{text}\" does not fit table '{table}': {why}"
+            ))
+        };
+        let config = SessionConfig::new()
+            .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
+        let ctx = SessionContext::new_with_config(config);
+        let df_schema = DFSchema::try_from(schema.as_ref().clone())
+            .map_err(|e| bad(first_line(&e.to_string())))?;
+        let expr = ctx
+            .parse_sql_expr(text, &df_schema)
+            .map_err(|e| bad(first_line(&e.to_string())))?;
+        let expr = ctx
+            .create_physical_expr(expr, &df_schema)
+            .map_err(|e| bad(first_line(&e.to_string())))?;
+        let p = Self {
+            expr,
+            schema: schema.clone(),
+            text: text.to_string(),
+        };
+        // Evaluate once on a row of nulls: type errors (a text literal that
+        // cannot become a number, say) surface now, not half-way through.
+        let nulls = RecordBatch::new_empty(schema.clone());
+        p.eval(&nulls).map_err(|e| match e {
+            Error::Query(m) => Error::Query(m),
+            other => bad(other.to_string()),
+        })?;
+        let rt = p
+            .expr
+            .data_type(schema)
+            .map_err(|e| bad(first_line(&e.to_string())))?;
+        if rt != arrow::datatypes::DataType::Boolean {
+            return Err(bad(format!("it is of type {rt}, not a boolean condition")));
+        }
+        Ok(p)
+    }
+
+    /// The rows of a batch (of any schema holding the columns) that match.
+    pub(crate) fn eval(&self, batch: &RecordBatch) -> Result<BooleanArray> {
+        let aligned = align(batch, &self.schema).map_err(Error::Query)?;
+        let v = self
+            .expr
+            .evaluate(&aligned)
+            .and_then(|v| v.into_array(aligned.num_rows()))
+            .map_err(|e| {
+                Error::Query(format!(
+                    "predicate \"{}\" failed: {}",
+                    self.text,
+                    first_line(&e.to_string())
+                ))
+            })?;
+        let b = v.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
+            Error::Query(format!(
+                "predicate \"{}\" is not a boolean condition",
+                self.text
+            ))
+        })?;
+        // Null means "does not match".
+        Ok(b.iter().map(|x| Some(x == Some(true))).collect())
+    }
+}
+
+/// Options of an erasure.
+#[derive(Debug, Clone)]
+pub struct EraseOptions {
+    /// The table.
+    pub table: String,
+    /// The SQL predicate.
+    pub predicate: String,
+    /// Why (required).
+    pub reason: String,
+}
+
+/// A data file the erasure rewrites.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedFile {
+    /// The file now.
+    pub blob: ObjectId,
+    /// Rows it holds.
+    pub rows: u64,
+    /// Rows that match (and go).
+    pub rows_removed: u64,
+    /// Its rewrite (none: no row is left).
+    pub rewritten: Option<ObjectId>,
+    /// Bytes of the rewrite.
+    pub bytes: u64,
+}
+
+/// A version the erasure replaces.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedVersion {
+    /// The version.
+    pub old: VersionId,
+    /// Its replacement.
+    pub new: VersionId,
+    /// Matching rows it shows (0 for a descendant replaced for its parent).
+    pub rows_removed: u64,
+    /// Content hash of the table before and after.
+    pub old_content_hash: ContentHash,
+    /// After.
+    pub new_content_hash: ContentHash,
+    /// Refs that name it.
+    pub refs: Vec<String>,
+}
+
+/// What an erasure will do. It holds no personal data.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErasePlan {
+    /// The table.
+    pub table: String,
+    /// The reason.
+    pub reason: String,
+    /// BLAKE3 of the predicate text.
+    pub predicate_hash: String,
+    /// Versions replaced, parents first.
+    pub versions: Vec<PlannedVersion>,
+    /// Files rewritten.
+    pub files: Vec<PlannedFile>,
+    /// Distinct matching rows stored.
+    pub rows_removed: u64,
+    /// Bytes of new blobs to write.
+    pub bytes_to_write: u64,
+    /// Tags that move: name, old, new.
+    pub tags: Vec<(String, VersionId, VersionId)>,
+    /// An earlier run with this predicate was interrupted; applying
+    /// finishes it.
+    pub resumes: bool,
+    #[serde(skip)]
+    work: Work,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Work {
+    blobs: Vec<Bytes>,
+    fingerprints: Vec<[u8; 32]>,
+    moves: Vec<(RefKind, String, VersionId, VersionId)>,
+    delete: Vec<ObjectId>,
+}
+
+impl ErasePlan {
+    /// True when there is nothing to do: no stored row matches and no
+    /// interrupted run to finish.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.versions.is_empty() && !self.resumes
+    }
+}
+
+/// What an erasure did.
+#[derive(Debug, Clone, Serialize)]
+pub struct EraseReport {
+    /// The audit record written.
+    pub audit: AuditRecord,
+    /// Seconds taken by apply.
+    pub seconds: f64,
+}
+
+/// What `verify --erased` found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ErasedCheck {
+    /// Erasure records checked.
+    pub records: u64,
+    /// Data files scanned.
+    pub files: u64,
+    /// Rows scanned.
+    pub rows: u64,
+    /// Data files still holding an erased row, with how many.
+    pub holders: Vec<(ObjectId, u64)>,
+}
+
+impl ErasedCheck {
+    /// True when no blob holds an erased row.
+    pub fn ok(&self) -> bool {
+        self.holders.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Pending {
+    table: String,
+    reason: String,
+    predicate_hash: String,
+    salt: String,
+    started_ms: i64,
+    fingerprints: Vec<String>,
+    delete: Vec<ObjectId>,
+    versions: Vec<AuditVersion>,
+    moved_refs: Vec<AuditMovedRef>,
+    bytes_written: u64,
+}
+
+fn fingerprint_key(salt: &str) -> [u8; 32] {
+    blake3::derive_key("tablepin erase fingerprint v1", salt.as_bytes())
+}
+
+fn fingerprint(key: &[u8; 32], row_hash: &[u8; 32]) -> String {
+    hex::encode(&blake3::keyed_hash(key, row_hash).as_bytes()[..16])
+}
+
+/// A file's rows under its own schema.
+fn own_rows(blob: ObjectId, bytes: Bytes) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let builder =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .map_err(|e| Error::BadBlob {
+                blob,
+                what: "Parquet data file",
+                message: e.to_string(),
+            })?;
+    let schema = builder.schema().clone();
+    Ok((
+        schema.clone(),
+        read_data_file(blob, bytes, &schema, Select::All)?,
+    ))
+}
+
+struct FileRewrite {
+    matched: Vec<u32>,
+    /// Matching rows, under the file's own schema.
+    matched_rows: RecordBatch,
+    new: Option<FileEntry>,
+}
+
+impl Repo {
+    /// The newest pending record of an interrupted erasure with this
+    /// predicate, and the paths of all its entries. Pending records are
+    /// append-only numbered entries, so a crash never loses one.
+    async fn pending(&self, predicate_hash: &str) -> Result<(Option<Pending>, Vec<String>)> {
+        let paths = self
+            .store()
+            .list_docs(&format!("audit/pending/{predicate_hash}"))
+            .await?;
+        let Some(last) = paths.last() else {
+            return Ok((None, paths));
+        };
+        let Some(b) = self.store().get_doc(last).await? else {
+            return Ok((None, paths));
+        };
+        let p = serde_json::from_slice(&b).map_err(|source| {
+            Error::Store(tablepin_store::StoreError::Decode {
+                path: last.clone(),
+                source,
+            })
+        })?;
+        Ok((Some(p), paths))
+    }
+
+    /// Plans an erasure. Changes nothing.
+    pub async fn erase_plan(&self, opts: &EraseOptions) -> Result<ErasePlan> {
+        if opts.reason.trim().is_empty() {
+            return Err(Error::InvalidArgument(
+                "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
+            ));
+        }
+        let table = opts.table.as_str();
+        let predicate_hash = blake3::hash(opts.predicate.as_bytes()).to_hex().to_string();
+        // The table's schema at a head that has it.
+        let branches = self.refs(RefKind::Branch).await?;
+        let tags = self.refs(RefKind::Tag).await?;
+        let mut head_schema = None;
+        for b in &branches {
+            let v = self.version(&b.target).await?;
+            if v.tables.contains_key(table) {
+                head_schema = Some(schema_of(&self.snapshot_of(&b.target, &v, table).await?));
+                break;
+            }
+        }
+        let Some(schema) = head_schema else {
+            return Err(Error::UnknownTable {
+                table: table.to_string(),
+                version: "any branch head".into(),
+                available: String::new(),
+            });
+        };
+        let pred = Predicate::compile(table, &opts.predicate, &schema)?;
+
+        // Every stored version, and the refs naming each.
+        let stored = self.known_versions().await?;
+        let mut versions: BTreeMap<VersionId, Version> = BTreeMap::new();
+        let mut snaps: BTreeMap<VersionId, TableSnapshot> = BTreeMap::new();
+        for id in &stored {
+            let v = self.version(id).await?;
+            if v.tables.contains_key(table) {
+                snaps.insert(*id, self.snapshot_of(id, &v, table).await?);
+            }
+            versions.insert(*id, v);
+        }
+        let mut ref_names: HashMap<VersionId, Vec<(RefKind, String)>> = HashMap::new();
+        for b in &branches {
+            ref_names
+                .entry(b.target)
+                .or_default()
+                .push((RefKind::Branch, b.name.clone()));
+        }
+        for t in &tags {
+            ref_names
+                .entry(t.target)
+                .or_default()
+                .push((RefKind::Tag, t.name.clone()));
+        }
+
+        // Every data file once: which rows match.
+        let props = self.config().write.properties()?;
+        let mut rewrites: BTreeMap<ObjectId, FileRewrite> = BTreeMap::new();
+        let mut seen: HashSet<ObjectId> = HashSet::new();
+        let mut blobs: Vec<Bytes> = Vec::new();
+        let mut files = Vec::new();
+        for s in snaps.values() {
+            for f in &s.files {
+                if !seen.insert(f.data) {
+                    continue;
+                }
+                let bytes = self.store().get_blob(&f.data).await?;
+                let (own, batches) = own_rows(f.data, bytes)?;
+                let all =
+                    concat_batches(&own, &batches).map_err(Error::arrow("reading a data file"))?;
+                let mask = pred.eval(&all)?;
+                if mask.true_count() == 0 {
+                    continue;
+                }
+                let matched: Vec<u32> = (0..mask.len())
+                    .filter(|i| mask.value(*i))
+                    .map(|i| i as u32)
+                    .collect();
+                let keep = arrow::compute::not(&mask).map_err(Error::arrow("erasing rows"))?;
+                let kept =
+                    filter_record_batch(&all, &keep).map_err(Error::arrow("erasing rows"))?;
+                let matched_rows =
+                    filter_record_batch(&all, &mask).map_err(Error::arrow("erasing rows"))?;
+                let new = if kept.num_rows() == 0 {
+                    None
+                } else {
+                    let nb = write_data_file(&kept, &props)?;
+                    let key_idx = keys::key_indices(table, &own, &s.key).unwrap_or_default();
+                    let (key_min, key_max) = keys::bounds(&kept, &key_idx);
+                    let entry = FileEntry {
+                        data: ObjectId::of(&nb),
+                        rows: kept.num_rows() as u64,
+                        bytes: nb.len() as u64,
+                        hash_sum: ContentHash::EMPTY, // per snapshot schema, set below
+                        deletes: None,
+                        key_min,
+                        key_max,
+                    };
+                    blobs.push(nb);
+                    Some(entry)
+                };
+                files.push(PlannedFile {
+                    blob: f.data,
+                    rows: f.rows,
+                    rows_removed: matched.len() as u64,
+                    rewritten: new.as_ref().map(|n| n.data),
+                    bytes: new.as_ref().map_or(0, |n| n.bytes),
+                });
+                rewrites.insert(
+                    f.data,
+                    FileRewrite {
+                        matched,
+                        matched_rows,
+                        new,
+                    },
+                );
+            }
+        }
+        let mut fingerprints = Vec::new();
+        for r in rewrites.values() {
+            fingerprints.extend(hash_rows(&r.matched_rows)?);
+        }
+
+        // Replacement versions, parents first.
+        let order = topo_order(&versions);
+        let mut replaced: HashMap<VersionId, VersionId> = HashMap::new();
+        let mut planned = Vec::new();
+        let mut hash_cache: HashMap<(ObjectId, String), Vec<[u8; 32]>> = HashMap::new();
+        for id in order {
+            let Some(v) = versions.get(&id) else { continue };
+            let new_parents: Vec<VersionId> = v
+                .parents
+                .iter()
+                .map(|p| *replaced.get(p).unwrap_or(p))
+                .collect();
+            let snap = snaps.get(&id);
+            let touches =
+                snap.is_some_and(|s| s.files.iter().any(|f| rewrites.contains_key(&f.data)));
+            if !touches && new_parents == v.parents {
+                continue;
+            }
+            let mut nv = v.clone();
+            nv.parents = new_parents;
+            nv.replaces = Some(id);
+            let (mut old_hash, mut new_hash, mut removed) =
+                (ContentHash::EMPTY, ContentHash::EMPTY, 0u64);
+            if let Some(s) = snap {
+                old_hash = s.content_hash;
+                let (ns, n_removed, dvs) = self
+                    .rewrite_snapshot(table, s, &rewrites, &mut hash_cache)
+                    .await?;
+                new_hash = ns.content_hash;
+                removed = n_removed;
+                blobs.extend(dvs);
+                let sb = Bytes::from(encode_manifest("table snapshot", &ns)?);
+                nv.tables.insert(table.to_string(), ObjectId::of(&sb));
+                blobs.push(sb);
+            }
+            let vb = Bytes::from(encode_manifest("version", &nv)?);
+            let nid = VersionId(ObjectId::of(&vb));
+            blobs.push(vb);
+            replaced.insert(id, nid);
+            planned.push(PlannedVersion {
+                old: id,
+                new: nid,
+                rows_removed: removed,
+                old_content_hash: old_hash,
+                new_content_hash: new_hash,
+                refs: ref_names
+                    .get(&id)
+                    .map(|r| r.iter().map(|(k, n)| format!("{}/{n}", k.dir())).collect())
+                    .unwrap_or_default(),
+            });
+        }
+        let mut moves = Vec::new();
+        let mut tag_moves = Vec::new();
+        for (old, refs) in &ref_names {
+            if let Some(new) = replaced.get(old) {
+                for (k, n) in refs {
+                    moves.push((*k, n.clone(), *old, *new));
+                    if *k == RefKind::Tag {
+                        tag_moves.push((n.clone(), *old, *new));
+                    }
+                }
+            }
+        }
+        moves.sort_by(|a, b| (a.1.clone(), a.0.dir()).cmp(&(b.1.clone(), b.0.dir())));
+        tag_moves.sort();
+        // Old blobs to delete: the files that held rows, and the replaced
+        // versions' records and snapshots that name them.
+        let mut delete: BTreeSet<ObjectId> = rewrites.keys().copied().collect();
+        for p in &planned {
+            delete.insert(p.old.0);
+            if let Some(s) = versions.get(&p.old).and_then(|v| v.tables.get(table)) {
+                delete.insert(*s);
+            }
+        }
+        let bytes_to_write = blobs.iter().map(|b| b.len() as u64).sum();
+        let resumes = self.pending(&predicate_hash).await?.0.is_some();
+        Ok(ErasePlan {
+            table: table.to_string(),
+            reason: opts.reason.clone(),
+            predicate_hash,
+            rows_removed: rewrites.values().map(|r| r.matched.len() as u64).sum(),
+            versions: planned,
+            files,
+            bytes_to_write,
+            tags: tag_moves,
+            resumes,
+            work: Work {
+                blobs,
+                fingerprints,
+                moves,
+                delete: delete.into_iter().collect(),
+            },
+        })
+    }
+
+    /// A snapshot with every rewritten file swapped in and its deletion
+    /// vector renumbered; returns it, the matching live rows it lost, and
+    /// the new deletion-vector blobs.
+    async fn rewrite_snapshot(
+        &self,
+        table: &str,
+        s: &TableSnapshot,
+        rewrites: &BTreeMap<ObjectId, FileRewrite>,
+        cache: &mut HashMap<(ObjectId, String), Vec<[u8; 32]>>,
+    ) -> Result<(TableSnapshot, u64, Vec<Bytes>)> {
+        let schema = schema_of(s);
+        let skey = serde_json::to_string(&s.schema).unwrap_or_default();
+        let mut out = s.clone();
+        out.files.clear();
+        let mut content = s.content_hash;
+        let mut removed = 0u64;
+        let mut dv_blobs = Vec::new();
+        for f in &s.files {
+            let Some(rw) = rewrites.get(&f.data) else {
+                out.files.push(f.clone());
+                continue;
+            };
+            let key = (f.data, skey.clone());
+            if !cache.contains_key(&key) {
+                let aligned = align(&rw.matched_rows, &schema).map_err(Error::Query)?;
+                cache.insert(key.clone(), hash_rows(&aligned)?);
+            }
+            let hashes = cache.get(&key).map(Vec::as_slice).unwrap_or_default();
+            let dv = load_dv(self.store(), f).await?;
+            let mut sum_all = ContentHash::EMPTY;
+            for (h, p) in hashes.iter().zip(&rw.matched) {
+                sum_all.add(h);
+                if !dv.as_ref().is_some_and(|d| d.contains(*p)) {
+                    content.sub(h);
+                    removed += 1;
+                }
+            }
+            let Some(new) = &rw.new else { continue };
+            let mut nf = new.clone();
+            let mut hs = f.hash_sum;
+            hs.unmerge(&sum_all);
+            nf.hash_sum = hs;
+            if let Some(dv) = dv {
+                let mut renumbered = roaring::RoaringBitmap::new();
+                for p in dv.iter() {
+                    if rw.matched.binary_search(&p).is_err() {
+                        let below = rw.matched.partition_point(|m| *m < p) as u32;
+                        renumbered.insert(p - below);
+                    }
+                }
+                if renumbered.len() >= nf.rows {
+                    continue;
+                }
+                if !renumbered.is_empty() {
+                    let b = encode_dv(&renumbered)?;
+                    nf.deletes = Some(DeletionVector {
+                        blob: ObjectId::of(&b),
+                        count: renumbered.len(),
+                        bytes: b.len() as u64,
+                    });
+                    dv_blobs.push(b);
+                }
+            }
+            out.files.push(nf);
+        }
+        out.rows = out.files.iter().map(FileEntry::live_rows).sum();
+        out.content_hash = content;
+        let _ = table;
+        Ok((out, removed, dv_blobs))
+    }
+
+    /// Applies an erasure plan (see the module docs for the order).
+    pub async fn erase_apply(&self, plan: ErasePlan) -> Result<EraseReport> {
+        let start = std::time::Instant::now();
+        let (previous, mut pending_paths) = self.pending(&plan.predicate_hash).await?;
+        let mut pending = previous.unwrap_or_else(|| Pending {
+            table: plan.table.clone(),
+            reason: plan.reason.clone(),
+            predicate_hash: plan.predicate_hash.clone(),
+            salt: hex::encode(rand_salt()),
+            started_ms: now_ms(),
+            ..Default::default()
+        });
+        // 1. New blobs.
+        for b in &plan.work.blobs {
+            let out = self.store().freshen_blob(b.clone()).await?;
+            if out.new {
+                pending.bytes_written += out.bytes;
+            }
+        }
+        // 2. The pending record (replaced when a later run adds to it).
+        let key = fingerprint_key(&pending.salt);
+        let mut fps: BTreeSet<String> = pending.fingerprints.iter().cloned().collect();
+        fps.extend(plan.work.fingerprints.iter().map(|h| fingerprint(&key, h)));
+        pending.fingerprints = fps.into_iter().collect();
+        let mut del: BTreeSet<ObjectId> = pending.delete.iter().copied().collect();
+        del.extend(plan.work.delete.iter().copied());
+        pending.delete = del.into_iter().collect();
+        for v in &plan.versions {
+            if !pending.versions.iter().any(|a| a.old == v.old) {
+                pending.versions.push(AuditVersion {
+                    old: v.old,
+                    new: v.new,
+                    rows_removed: v.rows_removed,
+                    old_content_hash: v.old_content_hash,
+                    new_content_hash: v.new_content_hash,
+                });
+            }
+        }
+        let content_of: HashMap<VersionId, ContentHash> = plan
+            .versions
+            .iter()
+            .flat_map(|v| [(v.old, v.old_content_hash), (v.new, v.new_content_hash)])
+            .collect();
+        for (kind, name, old, new) in &plan.work.moves {
+            pending.moved_refs.push(AuditMovedRef {
+                kind: *kind,
+                name: name.clone(),
+                old: *old,
+                new: *new,
+                old_content_hash: content_of.get(old).copied().unwrap_or_default(),
+                new_content_hash: content_of.get(new).copied().unwrap_or_default(),
+            });
+        }
+        let pb = Bytes::from(
+            serde_json::to_vec_pretty(&pending)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+        );
+        let pending_path = format!(
+            "audit/pending/{}/{:08}.json",
+            plan.predicate_hash,
+            pending_paths.len() + 1
+        );
+        self.store().create_doc(&pending_path, pb).await?;
+        pending_paths.push(pending_path);
+        // 3. Move the refs.
+        for (kind, name, old, new) in &plan.work.moves {
+            let head = self.store().ref_head(*kind, name).await?;
+            match head {
+                Some(h) if h.target == Some(*old) => {
+                    self.move_ref(
+                        *kind,
+                        name,
+                        h.seq,
+                        Some(*new),
+                        &format!("erase: {}", plan.reason),
+                    )
+                    .await?;
+                }
+                Some(h) if h.target == Some(*new) => {}
+                _ => {
+                    return Err(Error::Conflict {
+                        branch: name.clone(),
+                    });
+                }
+            }
+        }
+        // 4. Delete the old blobs that nothing reaches now.
+        let mut reachable = HashSet::new();
+        for kind in [RefKind::Branch, RefKind::Tag] {
+            for r in self.refs(kind).await? {
+                let mut next = Some(r.target);
+                while let Some(id) = next {
+                    if reachable.contains(&id.0) {
+                        break;
+                    }
+                    match self.reach(&id, &mut reachable).await {
+                        Ok(v) => next = v.parents.first().copied(),
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        let mut deleted = 0u64;
+        for id in &pending.delete {
+            if !reachable.contains(id) && self.store().has_blob(id).await? {
+                self.store().delete_blob(id).await?;
+                deleted += 1;
+            }
+        }
+        // 5. The audit record (once: a run that died after writing it only
+        // drops the pending entries), then drop the pending entries.
+        let existing = self.audit().await?;
+        if let Some(done) = existing.iter().find(|a| {
+            a.predicate_hash == pending.predicate_hash && a.fingerprint.salt == pending.salt
+        }) {
+            for p in &pending_paths {
+                self.store().delete_doc(p).await?;
+            }
+            return Ok(EraseReport {
+                audit: done.clone(),
+                seconds: start.elapsed().as_secs_f64(),
+            });
+        }
+        let mut seq = existing.last().map_or(1, |a| a.seq + 1);
+        let mut record = AuditRecord {
+            format: FORMAT_VERSION,
+            seq,
+            time_ms: pending.started_ms,
+            author: super::default_author(),
+            table: pending.table.clone(),
+            reason: pending.reason.clone(),
+            predicate_hash: pending.predicate_hash.clone(),
+            versions: pending.versions.clone(),
+            moved_refs: pending.moved_refs.clone(),
+            blobs_deleted: deleted,
+            bytes_written: pending.bytes_written,
+            fingerprint: ErasedFingerprint {
+                salt: pending.salt.clone(),
+                rows: pending.fingerprints.clone(),
+            },
+        };
+        loop {
+            let bytes = Bytes::from(
+                serde_json::to_vec_pretty(&record)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+            );
+            match self
+                .store()
+                .create_doc(&format!("audit/{seq:08}.json"), bytes)
+                .await
+            {
+                Ok(()) => break,
+                Err(tablepin_store::StoreError::Exists { .. }) => {
+                    seq += 1;
+                    record.seq = seq;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for p in &pending_paths {
+            self.store().delete_doc(p).await?;
+        }
+        Ok(EraseReport {
+            audit: record,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Every audit record, oldest first.
+    pub async fn audit(&self) -> Result<Vec<AuditRecord>> {
+        let mut out = Vec::new();
+        for p in self.store().list_docs("audit").await? {
+            if p.contains("/pending/") || !p.ends_with(".json") {
+                continue;
+            }
+            if let Some(b) = self.store().get_doc(&p).await? {
+                out.push(serde_json::from_slice(&b).map_err(|source| {
+                    Error::Store(tablepin_store::StoreError::Decode {
+                        path: p.clone(),
+                        source,
+                    })
+                })?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The data files among `blobs` that hold a row an erasure removed.
+    pub(crate) async fn erased_holders(&self, blobs: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>> {
+        let mut sets = Vec::new();
+        for r in self.audit().await? {
+            let rows: HashSet<String> = r.fingerprint.rows.iter().cloned().collect();
+            sets.push((fingerprint_key(&r.fingerprint.salt), rows));
+        }
+        let mut out = Vec::new();
+        if sets.is_empty() {
+            return Ok(out);
+        }
+        for id in blobs {
+            let bytes = self.store().get_blob(id).await?;
+            if bytes.len() < 4 || &bytes[..4] != b"PAR1" {
+                continue;
+            }
+            let (_, batches) = own_rows(*id, bytes)?;
+            let mut hits = 0u64;
+            for b in &batches {
+                for h in hash_rows(b)? {
+                    if sets
+                        .iter()
+                        .any(|(k, rows)| rows.contains(&fingerprint(k, &h)))
+                    {
+                        hits += 1;
+                    }
+                }
+            }
+            if hits > 0 {
+                out.push((*id, hits));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Proves that no stored blob holds a row any recorded erasure removed.
+    pub async fn verify_erased(&self, progress: &dyn Progress) -> Result<ErasedCheck> {
+        let blobs = self.store().list_blobs().await?;
+        let records = self.audit().await?;
+        progress.begin("checking erasures", blobs.iter().map(|b| b.size).sum());
+        let mut check = ErasedCheck {
+            records: records.len() as u64,
+            ..Default::default()
+        };
+        let ids: Vec<ObjectId> = blobs.iter().map(|b| b.id).collect();
+        for b in &blobs {
+            let bytes = self.store().get_blob(&b.id).await?;
+            if bytes.len() >= 4 && &bytes[..4] == b"PAR1" {
+                check.files += 1;
+                check.rows += parquet::file::reader::SerializedFileReader::new(bytes)
+                    .map(|r| {
+                        parquet::file::reader::FileReader::metadata(&r)
+                            .file_metadata()
+                            .num_rows() as u64
+                    })
+                    .unwrap_or(0);
+            }
+            progress.advance(b.size);
+        }
+        check.holders = self.erased_holders(&ids).await?;
+        progress.end();
+        Ok(check)
+    }
+}
+
+fn rand_salt() -> [u8; 16] {
+    rand::random()
+}
+
+/// Versions in an order where every parent comes before its children.
+fn topo_order(versions: &BTreeMap<VersionId, Version>) -> Vec<VersionId> {
+    let mut out = Vec::with_capacity(versions.len());
+    let mut done: HashSet<VersionId> = HashSet::new();
+    for start in versions.keys() {
+        let mut stack = vec![(*start, false)];
+        while let Some((id, expanded)) = stack.pop() {
+            if done.contains(&id) {
+                continue;
+            }
+            if expanded {
+                done.insert(id);
+                out.push(id);
+                continue;
+            }
+            stack.push((id, true));
+            if let Some(v) = versions.get(&id) {
+                for p in &v.parents {
+                    if !done.contains(p) && versions.contains_key(p) {
+                        stack.push((*p, false));
+                    }
+                }
+            }
+        }
+    }
+    out
+}

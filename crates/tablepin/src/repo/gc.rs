@@ -1,0 +1,357 @@
+//! Retention and garbage collection: plan first, then apply.
+//!
+//! A [`GcPolicy`] names what to keep; [`Repo::gc_plan`] turns it, the refs
+//! and the version graph into a [`GcPlan`] (versions kept and expired, blobs
+//! kept and freed, the fate of every tag) without changing anything, and
+//! [`Repo::gc_apply`] carries it out. The rules:
+//!
+//! 1. Every branch head is kept. With `keep_tags` (the default) every tagged
+//!    version is kept; without it, a tag whose version expires is deleted,
+//!    never left dangling.
+//! 2. `keep_last N` keeps the N newest versions of each branch (first-parent
+//!    order); `keep_within D` keeps versions committed within D of now. With
+//!    neither, every version reachable from a ref is kept and only
+//!    unreferenced blobs are swept.
+//! 3. Mark: every blob reachable from a kept version (the version record,
+//!    its table snapshots, their data files and deletion vectors) is kept.
+//! 4. Sweep: every other blob is deleted, except one younger than the grace
+//!    period (a commit may be writing it, or may have just freshened it to
+//!    use it again; see `Store::freshen_blob`). Just before sweeping, the
+//!    refs are read again and anything a concurrent commit made reachable
+//!    is kept; each blob's age is read again just before it is deleted.
+//! 5. An expired version leaves a tombstone (id, parents, time, message,
+//!    row counts and content hashes) so `log` still shows it. Tombstones are
+//!    written before any blob is deleted, so an interrupted `gc` leaves a
+//!    repository `verify` passes; running it again finishes the job.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tablepin_format::{
+    decode_manifest, ObjectId, RefKind, TableSnapshot, Tombstone, Version, VersionId,
+    FORMAT_VERSION,
+};
+
+use super::{now_ms, Repo};
+use crate::error::{Error, Result};
+
+/// What retention keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GcPolicy {
+    /// Keep the last N versions of each branch.
+    pub keep_last: Option<usize>,
+    /// Keep versions younger than this many milliseconds.
+    pub keep_within_ms: Option<i64>,
+    /// Keep every tagged version.
+    pub keep_tags: bool,
+    /// Spare unreferenced blobs younger than this many milliseconds.
+    pub grace_ms: i64,
+    /// "Now" (ms), for tests and the lab; default the clock.
+    pub now_ms: Option<i64>,
+}
+
+impl Default for GcPolicy {
+    fn default() -> Self {
+        Self {
+            keep_last: None,
+            keep_within_ms: None,
+            keep_tags: true,
+            grace_ms: 3_600_000,
+            now_ms: None,
+        }
+    }
+}
+
+impl GcPolicy {
+    /// Refuses a policy that contradicts itself.
+    pub fn validate(&self) -> Result<()> {
+        if self.keep_last == Some(0) {
+            return Err(Error::InvalidArgument(
+                "--keep-last 0 would expire every branch head, which gc always keeps; use --keep-last 1 or more".into(),
+            ));
+        }
+        if self.keep_within_ms.is_some_and(|d| d < 0) || self.grace_ms < 0 {
+            return Err(Error::InvalidArgument(
+                "durations cannot be negative".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What happens to one tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TagFate {
+    /// The tag.
+    pub name: String,
+    /// The version it names.
+    pub version: VersionId,
+    /// It stays readable.
+    pub readable: bool,
+}
+
+/// What a garbage collection will do. Computed without changing anything.
+#[derive(Debug, Clone, Serialize)]
+pub struct GcPlan {
+    /// The policy.
+    pub policy: GcPolicy,
+    /// "Now" used for ages.
+    pub now_ms: i64,
+    /// Versions kept.
+    pub versions_kept: Vec<VersionId>,
+    /// Versions expired (they leave tombstones).
+    pub versions_expired: Vec<VersionId>,
+    /// Blobs kept and their bytes.
+    pub blobs_kept: u64,
+    /// Bytes of the blobs kept.
+    pub bytes_kept: u64,
+    /// Blobs to delete.
+    pub blobs_deleted: Vec<ObjectId>,
+    /// Bytes freed.
+    pub bytes_freed: u64,
+    /// Unreferenced blobs spared because they are younger than the grace period.
+    pub blobs_in_grace: u64,
+    /// Every tag and whether it stays readable.
+    pub tags: Vec<TagFate>,
+    /// Tags to delete (their version expires and `keep_tags` is off).
+    pub tags_deleted: Vec<String>,
+    /// Kept data files that still hold rows an erasure removed.
+    pub blobs_holding_erased: u64,
+}
+
+/// What `gc_apply` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct GcReport {
+    /// The plan applied.
+    pub plan: GcPlan,
+    /// Blobs deleted.
+    pub blobs_deleted: u64,
+    /// Bytes freed.
+    pub bytes_freed: u64,
+    /// Blobs spared at the last moment (a concurrent commit used them).
+    pub blobs_spared: u64,
+    /// Tombstones written.
+    pub tombstones: u64,
+}
+
+impl Repo {
+    /// Every blob a version reaches: itself, its snapshots, their files.
+    pub(crate) async fn reach(
+        &self,
+        id: &VersionId,
+        out: &mut HashSet<ObjectId>,
+    ) -> Result<Version> {
+        let v = self.version(id).await?;
+        out.insert(id.0);
+        for (table, sid) in &v.tables {
+            if out.insert(*sid) {
+                let s: TableSnapshot = self.load_snapshot(id, table, sid).await?;
+                for f in &s.files {
+                    out.insert(f.data);
+                    if let Some(d) = &f.deletes {
+                        out.insert(d.blob);
+                    }
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// The versions every branch reaches, newest first per branch
+    /// (first-parent order), and the heads.
+    async fn branch_chains(&self) -> Result<BTreeMap<String, Vec<(VersionId, i64)>>> {
+        let mut out = BTreeMap::new();
+        for b in self.refs(RefKind::Branch).await? {
+            let mut chain = Vec::new();
+            let mut next = Some(b.target);
+            while let Some(id) = next {
+                match self.store().get_blob(&id.0).await {
+                    Ok(bytes) => {
+                        let v: Version = decode_manifest("version", &bytes)?;
+                        chain.push((id, v.time_ms));
+                        next = v.parents.first().copied();
+                    }
+                    Err(_) => break, // expired: the chain of stored versions ends
+                }
+            }
+            out.insert(b.name, chain);
+        }
+        Ok(out)
+    }
+
+    /// Plans a garbage collection.
+    pub async fn gc_plan(&self, policy: &GcPolicy) -> Result<GcPlan> {
+        policy.validate()?;
+        let now = policy.now_ms.unwrap_or_else(now_ms);
+        let chains = self.branch_chains().await?;
+        let tags = self.refs(RefKind::Tag).await?;
+        let stored_versions = self.known_versions().await?;
+        let rules = policy.keep_last.is_some() || policy.keep_within_ms.is_some();
+
+        let mut kept: BTreeSet<VersionId> = BTreeSet::new();
+        for chain in chains.values() {
+            for (i, (id, t)) in chain.iter().enumerate() {
+                let keep = i == 0
+                    || !rules
+                    || policy.keep_last.is_some_and(|n| i < n)
+                    || policy.keep_within_ms.is_some_and(|d| now - t <= d);
+                if keep {
+                    kept.insert(*id);
+                }
+            }
+        }
+        let mut fates = Vec::new();
+        let mut tags_deleted = Vec::new();
+        for t in &tags {
+            if policy.keep_tags || !rules {
+                kept.insert(t.target);
+            }
+            let readable = kept.contains(&t.target);
+            if !readable {
+                tags_deleted.push(t.name.clone());
+            }
+            fates.push(TagFate {
+                name: t.name.clone(),
+                version: t.target,
+                readable,
+            });
+        }
+        let expired: Vec<VersionId> = stored_versions.difference(&kept).copied().collect();
+
+        let mut reachable = HashSet::new();
+        for id in &kept {
+            self.reach(id, &mut reachable).await?;
+        }
+        let blobs = self.store().list_blobs().await?;
+        let grace_cut = now - policy.grace_ms;
+        let expired_ids: HashSet<ObjectId> = expired.iter().map(|v| v.0).collect();
+        let mut plan = GcPlan {
+            policy: policy.clone(),
+            now_ms: now,
+            versions_kept: kept.iter().copied().collect(),
+            versions_expired: expired,
+            blobs_kept: 0,
+            bytes_kept: 0,
+            blobs_deleted: Vec::new(),
+            bytes_freed: 0,
+            blobs_in_grace: 0,
+            tags: fates,
+            tags_deleted,
+            blobs_holding_erased: 0,
+        };
+        let mut kept_data = Vec::new();
+        for b in &blobs {
+            if reachable.contains(&b.id) {
+                plan.blobs_kept += 1;
+                plan.bytes_kept += b.size;
+                kept_data.push(b.id);
+            } else if b.last_modified.timestamp_millis() > grace_cut && !expired_ids.contains(&b.id)
+            {
+                plan.blobs_in_grace += 1;
+                plan.blobs_kept += 1;
+                plan.bytes_kept += b.size;
+            } else {
+                plan.blobs_deleted.push(b.id);
+                plan.bytes_freed += b.size;
+            }
+        }
+        plan.blobs_holding_erased = self.erased_holders(&kept_data).await?.len() as u64;
+        Ok(plan)
+    }
+
+    /// Applies a plan: tombstones, tag deletions, then the sweep.
+    pub async fn gc_apply(&self, plan: GcPlan) -> Result<GcReport> {
+        let mut report = GcReport {
+            blobs_deleted: 0,
+            bytes_freed: 0,
+            blobs_spared: 0,
+            tombstones: 0,
+            plan: plan.clone(),
+        };
+        // Tombstones first: the log keeps every expired version's record.
+        for id in &plan.versions_expired {
+            let Ok(v) = self.version(id).await else {
+                continue;
+            };
+            let mut tables = BTreeMap::new();
+            for (name, sid) in &v.tables {
+                let s = self.load_snapshot(id, name, sid).await?;
+                tables.insert(name.clone(), (s.rows, s.content_hash));
+            }
+            let t = Tombstone {
+                format: FORMAT_VERSION,
+                id: *id,
+                parents: v.parents.clone(),
+                time_ms: v.time_ms,
+                message: v.message.clone(),
+                tables,
+                expired_ms: plan.now_ms,
+                reason: policy_text(&plan.policy),
+            };
+            let bytes =
+                serde_json::to_vec_pretty(&t).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            match self
+                .store()
+                .create_doc(&format!("tombstones/{id}.json"), Bytes::from(bytes))
+                .await
+            {
+                Ok(()) => report.tombstones += 1,
+                Err(tablepin_store::StoreError::Exists { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for name in &plan.tags_deleted {
+            if let Some(h) = self.store().ref_head(RefKind::Tag, name).await? {
+                if h.target.is_some() {
+                    self.move_ref(RefKind::Tag, name, h.seq, None, "gc: its version expired")
+                        .await?;
+                }
+            }
+        }
+        // Anything a commit made reachable since the plan is spared.
+        let mut reachable = HashSet::new();
+        for b in self.refs(RefKind::Branch).await? {
+            self.reach(&b.target, &mut reachable).await?;
+        }
+        for t in self.refs(RefKind::Tag).await? {
+            self.reach(&t.target, &mut reachable).await?;
+        }
+        let kept: HashSet<VersionId> = plan.versions_kept.iter().copied().collect();
+        let grace_cut = chrono::Utc::now().timestamp_millis() - plan.policy.grace_ms;
+        let expired: HashSet<ObjectId> = plan.versions_expired.iter().map(|v| v.0).collect();
+        for id in &plan.blobs_deleted {
+            if reachable.contains(id) || kept.contains(&VersionId(*id)) {
+                report.blobs_spared += 1;
+                continue;
+            }
+            let Some(meta) = self.store().blob_meta(id).await? else {
+                continue;
+            };
+            if meta.last_modified.timestamp_millis() > grace_cut && !expired.contains(id) {
+                report.blobs_spared += 1;
+                continue;
+            }
+            self.store().delete_blob(id).await?;
+            report.blobs_deleted += 1;
+            report.bytes_freed += meta.size;
+        }
+        Ok(report)
+    }
+}
+
+fn policy_text(p: &GcPolicy) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = p.keep_last {
+        parts.push(format!("keep-last {n}"));
+    }
+    if let Some(d) = p.keep_within_ms {
+        parts.push(format!("keep-within {}s", d / 1000));
+    }
+    parts.push(if p.keep_tags {
+        "keep-tags".into()
+    } else {
+        "no-keep-tags".into()
+    });
+    format!("gc: {}", parts.join(", "))
+}

@@ -1,0 +1,735 @@
+//! The repository: versions, refs and the operations a user runs.
+//!
+//! A commit writes, in this order, the data blobs, the table snapshot, the
+//! version, and last the ref entry that makes it visible (invariant 3): a
+//! crash before the ref entry leaves only unreferenced blobs, which garbage
+//! collection removes after its grace period. Refs move by creating entry
+//! N+1 put-if-absent; a commit that loses that race plans again against the
+//! new head (a rebase) and retries.
+
+mod erase;
+mod gc;
+mod rev;
+mod verify;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tablepin_format::{
+    decode_manifest, encode_manifest, ContentHash, FileEntry, ObjectId, RefEntry, RefKind,
+    TableChange, TableSnapshot, Tombstone, Version, VersionId, FORMAT_VERSION,
+};
+use tablepin_store::{Store, StoreError, LOCAL_DIR};
+
+pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
+pub use gc::{GcPlan, GcPolicy, GcReport, TagFate};
+pub use verify::VerifyReport;
+
+use crate::error::{Error, Result};
+use crate::table::plan::{self, Mode, PlanInput};
+use crate::table::{self, ReadStats, WriteSettings};
+
+/// Reports progress of long work; the command line draws bars with it.
+pub trait Progress: Send + Sync {
+    /// Work of `total` units named `what` starts.
+    fn begin(&self, _what: &str, _total: u64) {}
+    /// `n` more units are done.
+    fn advance(&self, _n: u64) {}
+    /// The work is done.
+    fn end(&self) {}
+}
+
+/// A [`Progress`] that shows nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// A repository's fixed settings, in `meta/config.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoConfig {
+    /// Format number.
+    pub format: u32,
+    /// How data files are written.
+    pub write: WriteSettings,
+}
+
+const CONFIG: &str = "meta/config.json";
+
+/// Options of a commit.
+#[derive(Debug, Clone)]
+pub struct CommitOptions {
+    /// How the input relates to the table.
+    pub mode: Mode,
+    /// Key columns (first commit: declares them; later: must match).
+    pub key: Option<Vec<String>>,
+    /// Accept a schema change other than an added nullable column.
+    pub allow_schema_change: bool,
+    /// The commit message.
+    pub message: String,
+    /// The branch to commit to.
+    pub branch: String,
+    /// The commit time (default: now).
+    pub time_ms: Option<i64>,
+}
+
+impl Default for CommitOptions {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Overwrite,
+            key: None,
+            allow_schema_change: false,
+            message: String::new(),
+            branch: "main".into(),
+            time_ms: None,
+        }
+    }
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitResult {
+    /// The new version.
+    pub version: VersionId,
+    /// Its parent.
+    pub parent: Option<VersionId>,
+    /// The branch it is on.
+    pub branch: String,
+    /// The table committed.
+    pub table: String,
+    /// Rows the table has now.
+    pub rows: u64,
+    /// Its content hash.
+    pub content_hash: ContentHash,
+    /// What changed.
+    pub change: TableChange,
+    /// Bytes of the version record itself (not in `change.bytes_new`).
+    pub version_bytes: u64,
+}
+
+/// One line of `log`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogEntry {
+    /// The version.
+    pub id: VersionId,
+    /// Its parents.
+    pub parents: Vec<VersionId>,
+    /// Commit time (ms).
+    pub time_ms: i64,
+    /// Author.
+    pub author: String,
+    /// Message.
+    pub message: String,
+    /// Each table's rows and content hash.
+    pub tables: BTreeMap<String, (u64, ContentHash)>,
+    /// What the commit changed, by table.
+    pub changes: BTreeMap<String, TableChange>,
+    /// The version was expired by retention: only its tombstone is left.
+    pub expired: bool,
+    /// The version this one replaced (erasure).
+    pub replaces: Option<VersionId>,
+}
+
+/// A ref as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefInfo {
+    /// Its name.
+    pub name: String,
+    /// The version it names.
+    pub target: VersionId,
+    /// When it was last moved (ms).
+    pub time_ms: i64,
+    /// The message of its last entry.
+    pub message: String,
+    /// Entries in its log.
+    pub entries: u64,
+}
+
+/// A table read back.
+#[derive(Debug, Clone)]
+pub struct TableRead {
+    /// The version read.
+    pub version: VersionId,
+    /// The table's snapshot.
+    pub snapshot: TableSnapshot,
+    /// Schema of the batches.
+    pub schema: SchemaRef,
+    /// The rows (key order for keyed tables, insertion order otherwise).
+    pub batches: Vec<RecordBatch>,
+    /// What the read touched.
+    pub stats: ReadStats,
+}
+
+/// A tablepin repository.
+#[derive(Debug)]
+pub struct Repo {
+    store: Arc<Store>,
+    config: RepoConfig,
+    author: String,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn default_author() -> String {
+    std::env::var("TABLEPIN_AUTHOR")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Checks a tag, branch or table name.
+pub fn check_name(what: &'static str, name: &str) -> Result<()> {
+    let bad = |reason: &str| Error::InvalidName {
+        what,
+        name: name.to_string(),
+        reason: reason.to_string(),
+    };
+    if name.is_empty() || name.len() > 200 {
+        return Err(bad("it must have 1 to 200 characters"));
+    }
+    if !name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(bad("it must start with a letter or digit"));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err(bad("use only letters, digits, '.', '_' and '-'"));
+    }
+    if name.contains("..") {
+        return Err(bad("it cannot contain '..'"));
+    }
+    Ok(())
+}
+
+impl Repo {
+    /// Finds the repository for a command: `location` if given (a path or
+    /// URL), else a `.tablepin` folder in `start` or a parent of it.
+    pub fn discover(location: Option<&str>, start: &std::path::Path) -> Result<String> {
+        if let Some(l) = location {
+            let p = std::path::Path::new(l);
+            // A project folder holding `.tablepin` means that repository.
+            if !l.contains("://") && p.join(LOCAL_DIR).is_dir() {
+                return Ok(p.join(LOCAL_DIR).to_string_lossy().into_owned());
+            }
+            return Ok(l.to_string());
+        }
+        let mut dir = Some(start);
+        while let Some(d) = dir {
+            let candidate = d.join(LOCAL_DIR);
+            if candidate.is_dir() {
+                return Ok(candidate.to_string_lossy().into_owned());
+            }
+            dir = d.parent();
+        }
+        Err(Error::NoRepository {
+            start: start.display().to_string(),
+        })
+    }
+
+    /// Creates a repository at `location` (a folder, created if missing, or
+    /// `memory://`).
+    pub async fn init(location: &str, write: WriteSettings) -> Result<Repo> {
+        if !location.contains("://") {
+            std::fs::create_dir_all(location).map_err(|e| Error::Output {
+                path: location.to_string(),
+                message: e.to_string(),
+            })?;
+        }
+        let store = Store::open(location)?;
+        let config = RepoConfig {
+            format: FORMAT_VERSION,
+            write,
+        };
+        config.write.properties_check()?;
+        let bytes = serde_json::to_vec_pretty(&config)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        match store.create_doc(CONFIG, Bytes::from(bytes)).await {
+            Err(StoreError::Exists { .. }) => {
+                return Err(Error::RepositoryExists {
+                    path: location.to_string(),
+                })
+            }
+            other => other?,
+        }
+        Ok(Repo {
+            store: Arc::new(store),
+            config,
+            author: default_author(),
+        })
+    }
+
+    /// Opens an existing repository.
+    pub async fn open(location: &str) -> Result<Repo> {
+        Self::open_store(Store::open(location).map_err(|e| match e {
+            StoreError::Location { .. } => Error::NoRepository {
+                start: location.to_string(),
+            },
+            e => e.into(),
+        })?)
+        .await
+    }
+
+    /// Opens a repository over a store (tests, fault injection).
+    pub async fn open_store(store: Store) -> Result<Repo> {
+        let Some(bytes) = store.get_doc(CONFIG).await? else {
+            return Err(Error::NoRepository {
+                start: store.location().to_string(),
+            });
+        };
+        let config: RepoConfig = serde_json::from_slice(&bytes).map_err(|source| {
+            Error::Store(StoreError::Decode {
+                path: CONFIG.into(),
+                source,
+            })
+        })?;
+        Ok(Repo {
+            store: Arc::new(store),
+            config,
+            author: default_author(),
+        })
+    }
+
+    /// The store under the repository.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The repository's settings.
+    pub fn config(&self) -> &RepoConfig {
+        &self.config
+    }
+
+    /// Loads a version record.
+    pub async fn version(&self, id: &VersionId) -> Result<Version> {
+        let bytes = self
+            .store
+            .get_blob(&id.0)
+            .await
+            .map_err(|source| Error::Damaged {
+                what: "the version record".into(),
+                version: *id,
+                table: String::new(),
+                source: Box::new(source),
+            })?;
+        Ok(decode_manifest("version", &bytes)?)
+    }
+
+    /// Loads a table snapshot of a version.
+    pub async fn snapshot(&self, id: &VersionId, table: &str) -> Result<TableSnapshot> {
+        let v = self.version(id).await?;
+        self.snapshot_of(id, &v, table).await
+    }
+
+    pub(crate) async fn snapshot_of(
+        &self,
+        id: &VersionId,
+        v: &Version,
+        table: &str,
+    ) -> Result<TableSnapshot> {
+        let Some(snap_id) = v.tables.get(table) else {
+            return Err(Error::UnknownTable {
+                table: table.to_string(),
+                version: id.short(12),
+                available: v.tables.keys().cloned().collect::<Vec<_>>().join(", "),
+            });
+        };
+        self.load_snapshot(id, table, snap_id).await
+    }
+
+    pub(crate) async fn load_snapshot(
+        &self,
+        id: &VersionId,
+        table: &str,
+        snap_id: &ObjectId,
+    ) -> Result<TableSnapshot> {
+        let bytes = self
+            .store
+            .get_blob(snap_id)
+            .await
+            .map_err(|source| Error::Damaged {
+                what: format!("table snapshot {}", snap_id.short(12)),
+                version: *id,
+                table: format!(", table '{table}'"),
+                source: Box::new(source),
+            })?;
+        Ok(decode_manifest("table snapshot", &bytes)?)
+    }
+
+    /// Commits a table to a branch.
+    pub async fn commit(
+        &self,
+        table: &str,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+        opts: &CommitOptions,
+    ) -> Result<CommitResult> {
+        check_name("table", table)?;
+        check_name("branch", &opts.branch)?;
+        const ATTEMPTS: usize = 8;
+        for _ in 0..ATTEMPTS {
+            let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
+            let parent_id = head.as_ref().and_then(|h| h.target);
+            let parent_version = match &parent_id {
+                Some(id) => Some(self.version(id).await?),
+                None => None,
+            };
+            let parent_snap = match (&parent_id, &parent_version) {
+                (Some(id), Some(v)) if v.tables.contains_key(table) => {
+                    Some(self.snapshot_of(id, v, table).await?)
+                }
+                _ => None,
+            };
+            let plan = plan::plan(
+                &self.store,
+                PlanInput {
+                    table,
+                    parent: parent_snap.as_ref(),
+                    schema: schema.clone(),
+                    batches: batches.clone(),
+                    mode: opts.mode,
+                    key: opts.key.clone(),
+                    allow_schema_change: opts.allow_schema_change,
+                    settings: &self.config.write,
+                },
+            )
+            .await
+            .map_err(|e| self.name_version(e, parent_id, table))?;
+            let mut change = TableChange {
+                rows_added: plan.rows_added,
+                rows_changed: plan.rows_changed,
+                rows_deleted: plan.rows_deleted,
+                bytes_new: 0,
+                blobs_new: 0,
+                checks: plan.checks,
+            };
+            // Freshen blobs the repository holds already: a gc running now
+            // spares young blobs, so this commit's reuse of an old one is safe.
+            for b in &plan.blobs {
+                let out = self.store.freshen_blob(b.clone()).await?;
+                if out.new {
+                    change.bytes_new += out.bytes;
+                    change.blobs_new += 1;
+                }
+            }
+            let snap_bytes = encode_manifest("table snapshot", &plan.snapshot)?;
+            let snap_bytes = Bytes::from(snap_bytes);
+            let out = self.store.freshen_blob(snap_bytes.clone()).await?;
+            if out.new {
+                change.bytes_new += out.bytes;
+                change.blobs_new += 1;
+            }
+            let mut tables = parent_version
+                .as_ref()
+                .map(|v| v.tables.clone())
+                .unwrap_or_default();
+            tables.insert(table.to_string(), out.id);
+            let time_ms = opts.time_ms.unwrap_or_else(now_ms);
+            let version = Version {
+                format: FORMAT_VERSION,
+                parents: parent_id.into_iter().collect(),
+                time_ms,
+                author: self.author.clone(),
+                message: opts.message.clone(),
+                tables,
+                changes: BTreeMap::from([(table.to_string(), change.clone())]),
+                replaces: None,
+            };
+            let vbytes = encode_manifest("version", &version)?;
+            let vout = self.store.put_blob(Bytes::from(vbytes)).await?;
+            let vid = VersionId(vout.id);
+            let entry = RefEntry {
+                format: FORMAT_VERSION,
+                seq: head.as_ref().map_or(1, |h| h.seq + 1),
+                target: Some(vid),
+                time_ms,
+                author: self.author.clone(),
+                message: format!("commit: {}", opts.message),
+            };
+            match self
+                .store
+                .append_ref(RefKind::Branch, &opts.branch, &entry)
+                .await
+            {
+                Ok(()) => {
+                    // Belt and braces against a gc that read the blobs' ages
+                    // just before this commit freshened them: put back any
+                    // blob of this commit that is gone.
+                    for b in plan.blobs.iter().chain([&snap_bytes]) {
+                        if !self.store.has_blob(&ObjectId::of(b)).await? {
+                            self.store.put_blob(b.clone()).await?;
+                        }
+                    }
+                    return Ok(CommitResult {
+                        version: vid,
+                        parent: parent_id,
+                        branch: opts.branch.clone(),
+                        table: table.to_string(),
+                        rows: plan.snapshot.rows,
+                        content_hash: plan.snapshot.content_hash,
+                        change,
+                        version_bytes: vout.bytes,
+                    });
+                }
+                Err(StoreError::RefConflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Conflict {
+            branch: opts.branch.clone(),
+        })
+    }
+
+    /// Adds the version and table to a store error that a read hit.
+    fn name_version(&self, e: Error, version: Option<VersionId>, table: &str) -> Error {
+        match (e, version) {
+            (
+                Error::Store(source @ (StoreError::Corrupt { .. } | StoreError::NotFound { .. })),
+                Some(version),
+            ) => Error::Damaged {
+                what: "a data file or deletion vector".into(),
+                version,
+                table: format!(", table '{table}'"),
+                source: Box::new(source),
+            },
+            (e, _) => e,
+        }
+    }
+
+    /// Reads a table at a revision.
+    pub async fn read(
+        &self,
+        rev: &str,
+        table: &str,
+        columns: Option<&[String]>,
+    ) -> Result<TableRead> {
+        let version = self.resolve(rev).await?;
+        self.read_version(&version, table, columns).await
+    }
+
+    /// Reads a table at a version.
+    pub async fn read_version(
+        &self,
+        version: &VersionId,
+        table: &str,
+        columns: Option<&[String]>,
+    ) -> Result<TableRead> {
+        let snapshot = self.snapshot(version, table).await?;
+        let (schema, batches, stats) = table::scan(&self.store, &snapshot, columns)
+            .await
+            .map_err(|e| self.name_version(e, Some(*version), table))?;
+        Ok(TableRead {
+            version: *version,
+            snapshot,
+            schema,
+            batches,
+            stats,
+        })
+    }
+
+    /// The versions of a branch, newest first, following first parents.
+    /// Expired versions appear from their tombstones.
+    pub async fn log(&self, branch: &str) -> Result<Vec<LogEntry>> {
+        let head = self.ref_target(RefKind::Branch, branch).await?;
+        let mut out = Vec::new();
+        let mut next = Some(head);
+        while let Some(id) = next {
+            match self.store.get_blob(&id.0).await {
+                Ok(bytes) => {
+                    let v: Version = decode_manifest("version", &bytes)?;
+                    let mut tables = BTreeMap::new();
+                    for (name, sid) in &v.tables {
+                        let s = self.load_snapshot(&id, name, sid).await?;
+                        tables.insert(name.clone(), (s.rows, s.content_hash));
+                    }
+                    next = v.parents.first().copied();
+                    out.push(LogEntry {
+                        id,
+                        parents: v.parents,
+                        time_ms: v.time_ms,
+                        author: v.author,
+                        message: v.message,
+                        tables,
+                        changes: v.changes,
+                        expired: false,
+                        replaces: v.replaces,
+                    });
+                }
+                Err(StoreError::NotFound { .. }) => match self.tombstone(&id).await? {
+                    Some(t) => {
+                        next = t.parents.first().copied();
+                        out.push(LogEntry {
+                            id,
+                            parents: t.parents,
+                            time_ms: t.time_ms,
+                            author: String::new(),
+                            message: t.message,
+                            tables: t.tables,
+                            changes: BTreeMap::new(),
+                            expired: true,
+                            replaces: None,
+                        });
+                    }
+                    None => {
+                        return Err(Error::Damaged {
+                            what: "the version record".into(),
+                            version: id,
+                            table: String::new(),
+                            source: Box::new(StoreError::NotFound {
+                                path: format!("objects/{}", id.0.fanout_path()),
+                            }),
+                        })
+                    }
+                },
+                Err(source) => {
+                    return Err(Error::Damaged {
+                        what: "the version record".into(),
+                        version: id,
+                        table: String::new(),
+                        source: Box::new(source),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The tombstone of an expired version, if it has one.
+    pub async fn tombstone(&self, id: &VersionId) -> Result<Option<Tombstone>> {
+        match self.store.get_doc(&format!("tombstones/{id}.json")).await? {
+            None => Ok(None),
+            Some(b) => Ok(Some(serde_json::from_slice(&b).map_err(|source| {
+                Error::Store(StoreError::Decode {
+                    path: format!("tombstones/{id}.json"),
+                    source,
+                })
+            })?)),
+        }
+    }
+
+    /// The version a ref names now.
+    pub async fn ref_target(&self, kind: RefKind, name: &str) -> Result<VersionId> {
+        let what = match kind {
+            RefKind::Branch => "branch",
+            RefKind::Tag => "tag",
+        };
+        match self.store.ref_head(kind, name).await? {
+            Some(RefEntry {
+                target: Some(t), ..
+            }) => Ok(t),
+            _ => Err(Error::UnknownRef {
+                kind: what,
+                name: name.to_string(),
+            }),
+        }
+    }
+
+    /// Every live ref of a kind.
+    pub async fn refs(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
+        let mut out = Vec::new();
+        for name in self.store.ref_names(kind).await? {
+            if let Some(h) = self.store.ref_head(kind, &name).await? {
+                if let Some(t) = h.target {
+                    out.push(RefInfo {
+                        name,
+                        target: t,
+                        time_ms: h.time_ms,
+                        message: h.message,
+                        entries: h.seq,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates a ref at a revision.
+    pub async fn create_ref(
+        &self,
+        kind: RefKind,
+        name: &str,
+        rev: &str,
+        message: &str,
+    ) -> Result<VersionId> {
+        let what = match kind {
+            RefKind::Branch => "branch",
+            RefKind::Tag => "tag",
+        };
+        check_name(what, name)?;
+        let target = self.resolve(rev).await?;
+        let head = self.store.ref_head(kind, name).await?;
+        if let Some(RefEntry {
+            target: Some(t), ..
+        }) = &head
+        {
+            return Err(Error::RefExists {
+                kind: what,
+                name: name.to_string(),
+                target: t.short(12),
+            });
+        }
+        self.move_ref(
+            kind,
+            name,
+            head.as_ref().map_or(0, |h| h.seq),
+            Some(target),
+            message,
+        )
+        .await?;
+        Ok(target)
+    }
+
+    /// Deletes a ref (appends a deleting entry to its log).
+    pub async fn delete_ref(&self, kind: RefKind, name: &str) -> Result<VersionId> {
+        let old = self.ref_target(kind, name).await?;
+        let head = self.store.ref_head(kind, name).await?;
+        self.move_ref(kind, name, head.map_or(0, |h| h.seq), None, "deleted")
+            .await?;
+        Ok(old)
+    }
+
+    pub(crate) async fn move_ref(
+        &self,
+        kind: RefKind,
+        name: &str,
+        seq: u64,
+        target: Option<VersionId>,
+        message: &str,
+    ) -> Result<()> {
+        let entry = RefEntry {
+            format: FORMAT_VERSION,
+            seq: seq + 1,
+            target,
+            time_ms: now_ms(),
+            author: self.author.clone(),
+            message: message.to_string(),
+        };
+        Ok(self.store.append_ref(kind, name, &entry).await?)
+    }
+
+    /// Bytes and count of every stored blob.
+    pub async fn stored(&self) -> Result<(u64, u64)> {
+        let blobs = self.store.list_blobs().await?;
+        Ok((blobs.iter().map(|b| b.size).sum(), blobs.len() as u64))
+    }
+
+    /// The data files a version's table is made of.
+    pub async fn files(&self, version: &VersionId, table: &str) -> Result<Vec<FileEntry>> {
+        Ok(self.snapshot(version, table).await?.files)
+    }
+}
+
+impl WriteSettings {
+    /// Checks that the settings can build writer properties.
+    pub(crate) fn properties_check(&self) -> Result<()> {
+        self.properties().map(|_| ())
+    }
+}

@@ -1,0 +1,342 @@
+//! Data files and deletion vectors: the two kinds of blob that hold rows.
+//!
+//! A data file is Parquet written with fixed settings ([`WriteSettings`]) and
+//! nothing that varies between runs (no time, no host), so the same rows with
+//! the same settings give the same bytes and so the same blob. A deletion
+//! vector is a portable-format roaring bitmap of row positions. Reads turn a
+//! deletion vector into a Parquet `RowSelection`, so deleted rows are skipped
+//! while decoding instead of being filtered out afterwards (which would copy
+//! every batch that holds one).
+
+use std::sync::Arc;
+
+use arrow::array::{new_null_array, ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::Compression;
+use parquet::file::metadata::PageIndexPolicy;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use roaring::RoaringBitmap;
+use serde::{Deserialize, Serialize};
+use tablepin_format::ObjectId;
+
+use crate::error::{Error, Result};
+
+/// How a repository writes its Parquet data files. Fixed per repository (in
+/// its config), so that the same rows always give the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteSettings {
+    /// Parquet compression, as parquet-rs spells it: `ZSTD(3)`, `SNAPPY`,
+    /// `UNCOMPRESSED`.
+    pub compression: String,
+    /// Write page-level statistics and the page index, so that reads of a
+    /// few rows decode only the pages that hold them.
+    pub page_index: bool,
+    /// Start a new data page after this many rows (page index only).
+    pub data_page_rows: Option<usize>,
+    /// Rows per row group.
+    pub row_group_rows: usize,
+    /// Rows per data file: larger writes are split.
+    pub file_rows: usize,
+}
+
+impl Default for WriteSettings {
+    /// tablepin's defaults: zstd, dictionaries, page index with small pages.
+    fn default() -> Self {
+        Self {
+            compression: "ZSTD(3)".into(),
+            page_index: true,
+            data_page_rows: Some(4096),
+            row_group_rows: 128 * 1024,
+            file_rows: 256 * 1024,
+        }
+    }
+}
+
+impl WriteSettings {
+    /// The settings closest to pyarrow's defaults (snappy, dictionaries,
+    /// column-chunk statistics, 1 Mi-row row groups), for comparisons with
+    /// layouts written by pyarrow.
+    pub fn pyarrow_like() -> Self {
+        Self {
+            compression: "SNAPPY".into(),
+            page_index: false,
+            data_page_rows: None,
+            row_group_rows: 1024 * 1024,
+            file_rows: 1024 * 1024,
+        }
+    }
+
+    /// The Parquet writer properties these settings stand for.
+    pub fn properties(&self) -> Result<WriterProperties> {
+        let compression: Compression = self.compression.parse().map_err(|e| {
+            Error::InvalidArgument(format!(
+                "compression '{}' is not one parquet knows: {e}",
+                self.compression
+            ))
+        })?;
+        let mut b = WriterProperties::builder()
+            .set_compression(compression)
+            .set_dictionary_enabled(true)
+            .set_max_row_group_row_count(Some(self.row_group_rows.max(1)))
+            .set_statistics_enabled(if self.page_index {
+                EnabledStatistics::Page
+            } else {
+                EnabledStatistics::Chunk
+            });
+        if let Some(n) = self.data_page_rows {
+            b = b.set_data_page_row_count_limit(n.max(1));
+        }
+        Ok(b.build())
+    }
+}
+
+/// Encodes one batch as a Parquet data file.
+pub(crate) fn write_data_file(batch: &RecordBatch, props: &WriterProperties) -> Result<Bytes> {
+    let err = Error::arrow("writing a data file");
+    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props.clone()))
+        .map_err(|e| err(e.into()))?;
+    writer
+        .write(batch)
+        .map_err(|e| Error::arrow("writing a data file")(e.into()))?;
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| Error::arrow("writing a data file")(e.into()))?;
+    Ok(Bytes::from(bytes))
+}
+
+fn bad(blob: ObjectId, what: &'static str) -> impl Fn(String) -> Error {
+    move |message| Error::BadBlob {
+        blob,
+        what,
+        message,
+    }
+}
+
+/// Rows selected from a data file: everything, everything but a deletion
+/// vector, or a set of positions.
+pub(crate) enum Select<'a> {
+    All,
+    Live(Option<&'a RoaringBitmap>),
+    Positions(&'a [u32]),
+}
+
+fn selection(select: &Select<'_>, rows: usize) -> Option<RowSelection> {
+    let ranges: Vec<std::ops::Range<usize>> = match select {
+        Select::All | Select::Live(None) => return None,
+        Select::Live(Some(dv)) => {
+            let mut out = Vec::new();
+            let mut start = 0usize;
+            for p in dv.iter() {
+                let p = p as usize;
+                if p > start {
+                    out.push(start..p);
+                }
+                start = p + 1;
+            }
+            if start < rows {
+                out.push(start..rows);
+            }
+            out
+        }
+        Select::Positions(ps) => {
+            let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+            for &p in ps.iter() {
+                let p = p as usize;
+                match out.last_mut() {
+                    Some(r) if r.end == p => r.end = p + 1,
+                    _ => out.push(p..p + 1),
+                }
+            }
+            out
+        }
+    };
+    if ranges.is_empty() {
+        return Some(RowSelection::from(vec![RowSelector::skip(rows)]));
+    }
+    Some(RowSelection::from_consecutive_ranges(
+        ranges.into_iter(),
+        rows,
+    ))
+}
+
+/// Reads rows of a data file as batches of `schema` (a column the file lacks,
+/// added to the table later, reads as nulls). `columns` limits the output to
+/// those fields of `schema`.
+pub(crate) fn read_data_file(
+    blob: ObjectId,
+    bytes: Bytes,
+    schema: &SchemaRef,
+    select: Select<'_>,
+) -> Result<Vec<RecordBatch>> {
+    let bad = bad(blob, "Parquet data file");
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+        .map_err(|e| bad(e.to_string()))?;
+    let rows = builder.metadata().file_metadata().num_rows().max(0) as usize;
+    let file_schema = builder.schema().clone();
+    let wanted: Vec<usize> = schema
+        .fields()
+        .iter()
+        .filter_map(|f| file_schema.index_of(f.name()).ok())
+        .collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+    let mut builder = builder.with_projection(mask).with_batch_size(8192);
+    if let Some(sel) = selection(&select, rows) {
+        builder = builder.with_row_selection(sel);
+    }
+    let reader = builder.build().map_err(|e| bad(e.to_string()))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(e.to_string()))?;
+        out.push(align(&batch, schema).map_err(&bad)?);
+    }
+    Ok(out)
+}
+
+/// Puts a batch's columns in `schema`'s order, adding null columns for
+/// fields the batch lacks.
+pub(crate) fn align(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+) -> std::result::Result<RecordBatch, String> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch.clone());
+    }
+    let cols: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
+            Some(c) => arrow::compute::cast(c, f.data_type()).map_err(|e| e.to_string()),
+            None => Ok(new_null_array(f.data_type(), batch.num_rows())),
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(Arc::clone(schema), cols, &options).map_err(|e| e.to_string())
+}
+
+/// Encodes a deletion vector (roaring portable format).
+pub(crate) fn encode_dv(bm: &RoaringBitmap) -> Result<Bytes> {
+    let mut out = Vec::with_capacity(bm.serialized_size());
+    bm.serialize_into(&mut out)
+        .map_err(|e| Error::InvalidArgument(format!("cannot encode a deletion vector: {e}")))?;
+    Ok(Bytes::from(out))
+}
+
+/// Decodes a deletion vector.
+pub(crate) fn decode_dv(blob: ObjectId, bytes: &[u8]) -> Result<RoaringBitmap> {
+    RoaringBitmap::deserialize_from(bytes).map_err(|e| bad(blob, "deletion vector")(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    fn batch(n: i64) -> RecordBatch {
+        RecordBatch::try_from_iter(vec![
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(0..n)) as ArrayRef,
+            ),
+            (
+                "s",
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("v{}", i % 7)),
+                )),
+            ),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn same_rows_same_settings_same_bytes() {
+        for settings in [WriteSettings::default(), WriteSettings::pyarrow_like()] {
+            let props = settings.properties().unwrap();
+            let a = write_data_file(&batch(10_000), &props).unwrap();
+            let b = write_data_file(&batch(10_000), &props).unwrap();
+            assert_eq!(ObjectId::of(&a), ObjectId::of(&b));
+        }
+    }
+
+    #[test]
+    fn selections_skip_deleted_and_pick_positions() {
+        let props = WriteSettings::default().properties().unwrap();
+        let bytes = write_data_file(&batch(20_000), &props).unwrap();
+        let schema = batch(1).schema();
+        let id = ObjectId::of(&bytes);
+        let mut dv = RoaringBitmap::new();
+        dv.insert_range(0..5);
+        dv.insert(19_999);
+        dv.insert(7_000);
+        let live = read_data_file(id, bytes.clone(), &schema, Select::Live(Some(&dv))).unwrap();
+        let n: usize = live.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(n, 20_000 - 7);
+        let ids: Vec<i64> = live
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(ids[0], 5);
+        assert!(!ids.contains(&7_000));
+        let picked = read_data_file(
+            id,
+            bytes.clone(),
+            &schema,
+            Select::Positions(&[3, 4, 9_999]),
+        )
+        .unwrap();
+        let ids: Vec<i64> = picked
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(ids, vec![3, 4, 9_999]);
+    }
+
+    #[test]
+    fn a_column_added_later_reads_as_null() {
+        let props = WriteSettings::default().properties().unwrap();
+        let bytes = write_data_file(&batch(3), &props).unwrap();
+        let wider = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, false),
+            Field::new("extra", DataType::Float64, true),
+        ]));
+        let out = read_data_file(ObjectId::of(&bytes), bytes, &wider, Select::All).unwrap();
+        assert_eq!(out[0].num_columns(), 3);
+        assert_eq!(out[0].column(2).null_count(), 3);
+    }
+
+    #[test]
+    fn garbage_is_a_bad_blob_error() {
+        let schema = batch(1).schema();
+        let err = read_data_file(
+            ObjectId::of(b"x"),
+            Bytes::from_static(b"not parquet"),
+            &schema,
+            Select::All,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::BadBlob { .. }), "{err}");
+        assert!(decode_dv(ObjectId::of(b"x"), b"zz").is_err());
+    }
+}

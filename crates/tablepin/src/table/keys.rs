@@ -1,0 +1,183 @@
+//! Key columns: validation, ordering and the text of a key in messages.
+//!
+//! Keys are compared through Arrow's row format (`arrow_row`), which turns
+//! any combination of key columns into byte strings that sort as the values
+//! do, so one code path serves integer, text and composite keys.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use arrow_row::{RowConverter, Rows, SortField};
+use tablepin_format::KeyBound;
+
+use crate::error::{Error, Result};
+
+/// The indices of the key columns in a schema.
+pub(crate) fn key_indices(table: &str, schema: &SchemaRef, key: &[String]) -> Result<Vec<usize>> {
+    key.iter()
+        .map(|k| {
+            schema.index_of(k).map_err(|_| Error::UnknownColumn {
+                table: table.to_string(),
+                column: k.clone(),
+                available: schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        })
+        .collect()
+}
+
+/// Converts key columns to comparable rows.
+pub(crate) struct KeyCodec {
+    converter: RowConverter,
+    idx: Vec<usize>,
+}
+
+impl KeyCodec {
+    pub(crate) fn new(schema: &SchemaRef, idx: Vec<usize>) -> Result<Self> {
+        let fields = idx
+            .iter()
+            .map(|i| SortField::new(schema.field(*i).data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields).map_err(Error::arrow("preparing key columns"))?;
+        Ok(Self { converter, idx })
+    }
+
+    pub(crate) fn key_columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        self.idx.iter().map(|i| batch.column(*i).clone()).collect()
+    }
+
+    /// The rows of a batch's key columns.
+    pub(crate) fn rows(&self, batch: &RecordBatch) -> Result<Rows> {
+        self.converter
+            .convert_columns(&self.key_columns(batch))
+            .map_err(Error::arrow("encoding keys"))
+    }
+
+    /// The rows of several batches' key columns, as one `Rows`.
+    pub(crate) fn rows_of(&self, batches: &[RecordBatch]) -> Result<Rows> {
+        let n = batches.iter().map(|b| b.num_rows()).sum();
+        let mut rows = self.converter.empty_rows(n, n * 16);
+        for b in batches {
+            self.converter
+                .append(&mut rows, &self.key_columns(b))
+                .map_err(Error::arrow("encoding keys"))?;
+        }
+        Ok(rows)
+    }
+}
+
+/// The key of row `row` as `col=value, …` text for messages.
+pub(crate) fn key_text(batch: &RecordBatch, idx: &[usize], row: usize) -> String {
+    let schema = batch.schema();
+    idx.iter()
+        .map(|i| {
+            let value =
+                ArrayFormatter::try_new(batch.column(*i).as_ref(), &FormatOptions::default())
+                    .map(|f| f.value(row).to_string())
+                    .unwrap_or_else(|_| "?".into());
+            format!("{}={}", schema.field(*i).name(), value)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks that no key column is null and no two rows share a key; returns
+/// the permutation that sorts the batch by key.
+pub(crate) fn validate_and_order(
+    table: &str,
+    batch: &RecordBatch,
+    codec: &KeyCodec,
+) -> Result<Vec<u32>> {
+    for &i in &codec.idx {
+        let col = batch.column(i);
+        if col.null_count() > 0 {
+            let row = (0..col.len()).find(|r| col.is_null(*r)).unwrap_or(0);
+            return Err(Error::NullKey {
+                table: table.to_string(),
+                column: batch.schema().field(i).name().clone(),
+                row,
+            });
+        }
+    }
+    let rows = codec.rows(batch)?;
+    let mut order: Vec<u32> = (0..batch.num_rows() as u32).collect();
+    order.sort_unstable_by(|a, b| rows.row(*a as usize).cmp(&rows.row(*b as usize)));
+    for w in order.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        if rows.row(a) == rows.row(b) {
+            return Err(Error::DuplicateKey {
+                table: table.to_string(),
+                key: key_text(batch, &codec.idx, a),
+                first: a.min(b),
+                second: a.max(b),
+            });
+        }
+    }
+    Ok(order)
+}
+
+/// Takes rows of a batch in the given order.
+pub(crate) fn take(batch: &RecordBatch, order: &[u32]) -> Result<RecordBatch> {
+    let idx = UInt32Array::from(order.to_vec());
+    take_record_batch(batch, &idx).map_err(Error::arrow("reordering rows"))
+}
+
+/// The smallest and largest key of a batch sorted by key, for single-column
+/// integer or text keys.
+pub(crate) fn bounds(batch: &RecordBatch, idx: &[usize]) -> (Option<KeyBound>, Option<KeyBound>) {
+    let n = batch.num_rows();
+    if idx.len() != 1 || n == 0 {
+        return (None, None);
+    }
+    let col = batch.column(idx[0]);
+    let at = |row: usize| -> Option<KeyBound> { bound_at(col, row) };
+    (at(0), at(n - 1))
+}
+
+/// The key bound of one value (single-column integer or text keys).
+pub(crate) fn bound_at(col: &ArrayRef, row: usize) -> Option<KeyBound> {
+    match col.data_type() {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            let c = arrow::compute::cast(col, &DataType::Int64).ok()?;
+            Some(KeyBound::Int(c.as_primitive::<Int64Type>().value(row)))
+        }
+        DataType::Utf8 => Some(KeyBound::Str(col.as_string::<i32>().value(row).to_string())),
+        DataType::LargeUtf8 => Some(KeyBound::Str(col.as_string::<i64>().value(row).to_string())),
+        _ => None,
+    }
+}
+
+/// All bounds of a key column (for pruning a look-up by file ranges).
+pub(crate) fn all_bounds(col: &ArrayRef) -> Option<Vec<KeyBound>> {
+    match col.data_type() {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            let c = arrow::compute::cast(col, &DataType::Int64).ok()?;
+            Some(
+                c.as_primitive::<Int64Type>()
+                    .values()
+                    .iter()
+                    .map(|v| KeyBound::Int(*v))
+                    .collect(),
+            )
+        }
+        DataType::Utf8 => Some(
+            col.as_string::<i32>()
+                .iter()
+                .map(|v| KeyBound::Str(v.unwrap_or_default().to_string()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// A schema containing only the key columns.
+pub(crate) fn key_schema(schema: &SchemaRef, idx: &[usize]) -> SchemaRef {
+    Arc::new(schema.project(idx).unwrap_or_else(|_| (**schema).clone()))
+}

@@ -1,0 +1,225 @@
+//! Reading a keyed table in key order from files that are each sorted by key.
+//!
+//! A keyed table is a set of rows read back in key order. Each data file is
+//! written sorted by key, so a read is a k-way merge of sorted runs. The
+//! merge works on runs, not rows: it takes the file with the smallest next
+//! key, finds by binary search how far that file stays below every other
+//! file's next key, and emits that whole stretch as a zero-copy slice. A
+//! table whose files do not overlap (the common case: appends of growing
+//! keys) is one slice per batch, as cheap as reading the files in order;
+//! rows moved by an upsert cost two slices each.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
+use arrow::datatypes::SchemaRef;
+use arrow_row::{Row, Rows};
+
+use crate::error::{Error, Result};
+use crate::table::keys::KeyCodec;
+
+/// One sorted input: its batches and the key rows of all of them.
+struct Source {
+    batches: Vec<RecordBatch>,
+    /// Start offset of each batch in `rows`.
+    starts: Vec<usize>,
+    rows: Rows,
+}
+
+impl Source {
+    fn len(&self) -> usize {
+        self.rows.num_rows()
+    }
+
+    /// Emits rows `[from, to)` as slices of the batches that hold them.
+    fn emit(&self, from: usize, to: usize, out: &mut Vec<RecordBatch>) {
+        let mut b = match self.starts.binary_search(&from) {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        };
+        let mut pos = from;
+        while pos < to {
+            // Skip empty batches.
+            while self.batches[b].num_rows() == 0 {
+                b += 1;
+            }
+            let start = self.starts[b];
+            let end = start + self.batches[b].num_rows();
+            let stop = to.min(end);
+            out.push(self.batches[b].slice(pos - start, stop - pos));
+            pos = stop;
+            b += 1;
+        }
+    }
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Head<'a> {
+    row: Row<'a>,
+    source: usize,
+    pos: usize,
+}
+
+/// Merges inputs, each sorted by key, into key order.
+pub(crate) fn merge_sorted(
+    schema: &SchemaRef,
+    inputs: Vec<Vec<RecordBatch>>,
+    codec: &KeyCodec,
+) -> Result<Vec<RecordBatch>> {
+    let mut sources = Vec::new();
+    for batches in inputs {
+        let rows = codec.rows_of(&batches)?;
+        if rows.num_rows() == 0 {
+            continue;
+        }
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut acc = 0;
+        for b in &batches {
+            starts.push(acc);
+            acc += b.num_rows();
+        }
+        sources.push(Source {
+            batches,
+            starts,
+            rows,
+        });
+    }
+    let mut runs = Vec::new();
+    let mut heap: BinaryHeap<Reverse<Head<'_>>> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Reverse(Head {
+                row: s.rows.row(0),
+                source: i,
+                pos: 0,
+            })
+        })
+        .collect();
+    while let Some(Reverse(head)) = heap.pop() {
+        let src = &sources[head.source];
+        let end = match heap.peek() {
+            None => src.len(),
+            Some(Reverse(next)) => {
+                // First position in this source whose key exceeds the next
+                // source's head.
+                let (mut lo, mut hi) = (head.pos + 1, src.len());
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if src.rows.row(mid) <= next.row {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            }
+        };
+        src.emit(head.pos, end, &mut runs);
+        if end < src.len() {
+            heap.push(Reverse(Head {
+                row: src.rows.row(end),
+                source: head.source,
+                pos: end,
+            }));
+        }
+    }
+    coalesce(schema, runs)
+}
+
+/// Rows below which a slice is merged with its neighbours.
+const SMALL: usize = 1024;
+/// Rows a merged batch of small slices aims for.
+const TARGET: usize = 8192;
+
+/// Joins runs of small slices into batches of about [`TARGET`] rows; large
+/// slices pass through without a copy.
+fn coalesce(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::with_capacity(runs.len());
+    let mut pending: Vec<RecordBatch> = Vec::new();
+    let mut pending_rows = 0;
+    let flush = |pending: &mut Vec<RecordBatch>, out: &mut Vec<RecordBatch>| -> Result<()> {
+        match pending.len() {
+            0 => {}
+            1 => out.append(pending),
+            _ => {
+                out.push(
+                    concat_batches(schema, pending.iter()).map_err(Error::arrow("merging rows"))?,
+                );
+                pending.clear();
+            }
+        }
+        Ok(())
+    };
+    for r in runs {
+        if r.num_rows() >= SMALL {
+            flush(&mut pending, &mut out)?;
+            pending_rows = 0;
+            out.push(r);
+        } else {
+            pending_rows += r.num_rows();
+            pending.push(r);
+            if pending_rows >= TARGET {
+                flush(&mut pending, &mut out)?;
+                pending_rows = 0;
+            }
+        }
+    }
+    flush(&mut pending, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int64Array};
+    use std::sync::Arc;
+
+    fn b(ids: &[i64]) -> RecordBatch {
+        RecordBatch::try_from_iter(vec![(
+            "k",
+            Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef,
+        )])
+        .unwrap()
+    }
+
+    fn ids(out: &[RecordBatch]) -> Vec<i64> {
+        out.iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn merges_interleaved_sorted_inputs() {
+        let schema = b(&[]).schema();
+        let codec = KeyCodec::new(&schema, vec![0]).unwrap();
+        let inputs = vec![
+            vec![b(&[1, 2, 5]), b(&[]), b(&[8, 9, 20])],
+            vec![b(&[3, 4]), b(&[10])],
+            vec![b(&[0, 21])],
+            vec![],
+        ];
+        let out = merge_sorted(&schema, inputs, &codec).unwrap();
+        assert_eq!(ids(&out), vec![0, 1, 2, 3, 4, 5, 8, 9, 10, 20, 21]);
+    }
+
+    #[test]
+    fn disjoint_inputs_pass_through_without_copies() {
+        let schema = b(&[]).schema();
+        let codec = KeyCodec::new(&schema, vec![0]).unwrap();
+        let big: Vec<i64> = (0..5000).collect();
+        let big2: Vec<i64> = (5000..10000).collect();
+        let out = merge_sorted(&schema, vec![vec![b(&big2)], vec![b(&big)]], &codec).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(ids(&out), (0..10000).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,394 @@
+//! Commit modes, schema evolution, unkeyed tables and revisions, on small
+//! tables where every expected row can be written out.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::compute::concat_batches;
+use tablepin::{CommitOptions, Error, Mode, RefKind, Repo, WriteSettings};
+use tablepin_rowhash::content_hash;
+
+fn t(ids: &[i64], names: &[&str]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+        (
+            "name",
+            Arc::new(StringArray::from(names.to_vec())) as ArrayRef,
+        ),
+    ])
+    .unwrap()
+}
+
+fn o(mode: Mode) -> CommitOptions {
+    CommitOptions {
+        mode,
+        key: Some(vec!["id".into()]),
+        ..Default::default()
+    }
+}
+
+async fn repo() -> (tempfile::TempDir, Repo) {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Repo::init(dir.path().to_str().unwrap(), WriteSettings::default())
+        .await
+        .unwrap();
+    (dir, r)
+}
+
+async fn head(r: &Repo) -> RecordBatch {
+    let read = r.read("main", "t", None).await.unwrap();
+    concat_batches(&read.schema, &read.batches).unwrap()
+}
+
+#[tokio::test]
+async fn append_upsert_delete_keep_key_order_and_hash() {
+    let (_d, r) = repo().await;
+    r.commit(
+        "t",
+        t(&[], &[]).schema(),
+        vec![t(&[3, 1], &["c", "a"])],
+        &o(Mode::Overwrite),
+    )
+    .await
+    .unwrap();
+    r.commit(
+        "t",
+        t(&[], &[]).schema(),
+        vec![t(&[2], &["b"])],
+        &o(Mode::Append),
+    )
+    .await
+    .unwrap();
+    assert_eq!(head(&r).await, t(&[1, 2, 3], &["a", "b", "c"]));
+    let up = r
+        .commit(
+            "t",
+            t(&[], &[]).schema(),
+            vec![t(&[3, 4, 1], &["C", "d", "a"])],
+            &o(Mode::Upsert),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (up.change.rows_added, up.change.rows_changed),
+        (1, 1),
+        "row 1 is unchanged"
+    );
+    assert_eq!(head(&r).await, t(&[1, 2, 3, 4], &["a", "b", "C", "d"]));
+    let del = r
+        .commit(
+            "t",
+            t(&[], &[]).schema(),
+            vec![t(&[2, 9], &["", ""])],
+            &o(Mode::Delete),
+        )
+        .await
+        .unwrap();
+    assert_eq!(del.change.rows_deleted, 1);
+    let want = t(&[1, 3, 4], &["a", "C", "d"]);
+    assert_eq!(head(&r).await, want);
+    assert_eq!(del.content_hash, content_hash([&want]).unwrap());
+    // Delete needs only the key column.
+    let keys = RecordBatch::try_from_iter(vec![(
+        "id",
+        Arc::new(Int64Array::from(vec![4])) as ArrayRef,
+    )])
+    .unwrap();
+    r.commit("t", keys.schema(), vec![keys], &o(Mode::Delete))
+        .await
+        .unwrap();
+    assert_eq!(head(&r).await, t(&[1, 3], &["a", "C"]));
+    let v = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}
+
+#[tokio::test]
+async fn overwrite_stores_only_the_difference() {
+    let (_d, r) = repo().await;
+    r.commit(
+        "t",
+        t(&[], &[]).schema(),
+        vec![t(&[1, 2, 3], &["a", "b", "c"])],
+        &o(Mode::Overwrite),
+    )
+    .await
+    .unwrap();
+    let c = r
+        .commit(
+            "t",
+            t(&[], &[]).schema(),
+            vec![t(&[4, 3, 1], &["d", "c", "A"])],
+            &o(Mode::Overwrite),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            c.change.rows_added,
+            c.change.rows_changed,
+            c.change.rows_deleted
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(head(&r).await, t(&[1, 3, 4], &["A", "c", "d"]));
+}
+
+#[tokio::test]
+async fn unkeyed_tables_keep_insertion_order_and_compare_multisets() {
+    let (_d, r) = repo().await;
+    let no_key = CommitOptions::default();
+    let a = t(&[5, 5, 1], &["x", "x", "y"]);
+    r.commit("u", a.schema(), vec![a.clone()], &no_key)
+        .await
+        .unwrap();
+    // The same multiset in another order: nothing changes.
+    let same = t(&[1, 5, 5], &["y", "x", "x"]);
+    let c = r
+        .commit("u", same.schema(), vec![same], &no_key)
+        .await
+        .unwrap();
+    assert!(!c.change.checks.any());
+    assert_eq!(c.change.bytes_new, 0);
+    // One duplicate fewer: one row deleted; duplicates count.
+    let fewer = t(&[5, 1], &["x", "y"]);
+    let c = r
+        .commit("u", fewer.schema(), vec![fewer.clone()], &no_key)
+        .await
+        .unwrap();
+    assert_eq!((c.change.rows_added, c.change.rows_deleted), (0, 1));
+    assert_eq!(c.content_hash, content_hash([&fewer]).unwrap());
+    // Appends come after, in insertion order.
+    let more = t(&[0], &["z"]);
+    r.commit(
+        "u",
+        more.schema(),
+        vec![more],
+        &CommitOptions {
+            mode: Mode::Append,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let read = r.read("main", "u", None).await.unwrap();
+    let got = concat_batches(&read.schema, &read.batches).unwrap();
+    assert_eq!(got.num_rows(), 3);
+    assert_eq!(got.slice(2, 1), t(&[0], &["z"]));
+    // Upsert needs a key.
+    let err = r
+        .commit(
+            "u",
+            a.schema(),
+            vec![a],
+            &CommitOptions {
+                mode: Mode::Upsert,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NoKey { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn adding_a_nullable_column_rehashes_and_reads_old_rows_as_null() {
+    let (_d, r) = repo().await;
+    r.commit(
+        "t",
+        t(&[], &[]).schema(),
+        vec![t(&[1, 2], &["a", "b"])],
+        &o(Mode::Overwrite),
+    )
+    .await
+    .unwrap();
+    // The new column is declared nullable: old rows have no value for it.
+    let wider = RecordBatch::try_from_iter_with_nullable(vec![
+        ("id", Arc::new(Int64Array::from(vec![3])) as ArrayRef, false),
+        (
+            "name",
+            Arc::new(StringArray::from(vec!["c"])) as ArrayRef,
+            false,
+        ),
+        (
+            "score",
+            Arc::new(Float64Array::from(vec![Some(0.5)])) as ArrayRef,
+            true,
+        ),
+    ])
+    .unwrap();
+    // Declared non-nullable, the same column is refused.
+    let strict = RecordBatch::try_new(
+        Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
+            arrow::datatypes::Field::new("name", arrow::datatypes::DataType::Utf8, false),
+            arrow::datatypes::Field::new("score", arrow::datatypes::DataType::Float64, false),
+        ])),
+        wider.columns().to_vec(),
+    )
+    .unwrap();
+    let err = r
+        .commit("t", strict.schema(), vec![strict], &o(Mode::Append))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("new column 'score' is not nullable"),
+        "{err}"
+    );
+    let c = r
+        .commit("t", wider.schema(), vec![wider.clone()], &o(Mode::Append))
+        .await
+        .unwrap();
+    assert!(c.change.checks.schema);
+    let got = head(&r).await;
+    assert_eq!(got.num_columns(), 3);
+    assert_eq!(got.column(2).null_count(), 2);
+    assert_eq!(c.content_hash, content_hash([&got]).unwrap());
+    let v = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}
+
+#[tokio::test]
+async fn a_type_change_is_refused_unless_allowed_and_then_rewrites() {
+    let (_d, r) = repo().await;
+    r.commit(
+        "t",
+        t(&[], &[]).schema(),
+        vec![t(&[1, 2], &["a", "b"])],
+        &o(Mode::Overwrite),
+    )
+    .await
+    .unwrap();
+    let other = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        (
+            "name",
+            Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let err = r
+        .commit(
+            "t",
+            other.schema(),
+            vec![other.clone()],
+            &o(Mode::Overwrite),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("column 'name' would change type from Utf8 to Float64"),
+        "{err}"
+    );
+    let mut allow = o(Mode::Overwrite);
+    allow.allow_schema_change = true;
+    r.commit("t", other.schema(), vec![other.clone()], &allow)
+        .await
+        .unwrap();
+    assert_eq!(head(&r).await, other);
+}
+
+#[tokio::test]
+async fn revisions_resolve_by_tag_branch_prefix_tilde_and_time() {
+    let (_d, r) = repo().await;
+    let mut ids = Vec::new();
+    for (i, ms) in [1_000i64, 2_000, 3_000].iter().enumerate() {
+        let c = r
+            .commit(
+                "t",
+                t(&[], &[]).schema(),
+                vec![t(&[i as i64], &["x"])],
+                &CommitOptions {
+                    mode: Mode::Append,
+                    key: Some(vec!["id".into()]),
+                    time_ms: Some(*ms),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        ids.push(c.version);
+    }
+    r.create_ref(RefKind::Tag, "v1", &ids[1].to_string(), "")
+        .await
+        .unwrap();
+    assert_eq!(r.resolve("v1").await.unwrap(), ids[1]);
+    assert_eq!(r.resolve("main").await.unwrap(), ids[2]);
+    assert_eq!(r.resolve("main~2").await.unwrap(), ids[0]);
+    assert_eq!(r.resolve(&ids[0].to_string()[..10]).await.unwrap(), ids[0]);
+    assert_eq!(r.resolve("@1970-01-01T00:00:02.5Z").await.unwrap(), ids[1]);
+    assert!(matches!(
+        r.resolve("nope").await,
+        Err(Error::UnknownRev { .. })
+    ));
+    assert!(r
+        .resolve("main~5")
+        .await
+        .unwrap_err()
+        .to_string()
+        .contains("has only 2 before it"));
+    r.create_ref(RefKind::Branch, "dev", "v1", "")
+        .await
+        .unwrap();
+    let c = r
+        .commit(
+            "t",
+            t(&[], &[]).schema(),
+            vec![t(&[9], &["z"])],
+            &CommitOptions {
+                mode: Mode::Append,
+                branch: "dev".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(c.parent, Some(ids[1]));
+    assert_eq!(
+        r.resolve("main").await.unwrap(),
+        ids[2],
+        "main did not move"
+    );
+    assert_eq!(r.log("dev").await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn racing_commits_both_land() {
+    let (_d, r) = repo().await;
+    let r = Arc::new(r);
+    r.commit(
+        "t",
+        t(&[], &[]).schema(),
+        vec![t(&[0], &["a"])],
+        &o(Mode::Overwrite),
+    )
+    .await
+    .unwrap();
+    let mut handles = Vec::new();
+    for k in 1..=8i64 {
+        let r = r.clone();
+        handles.push(tokio::spawn(async move {
+            r.commit(
+                "t",
+                t(&[], &[]).schema(),
+                vec![t(&[k], &["x"])],
+                &o(Mode::Append),
+            )
+            .await
+            .unwrap()
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let got = head(&r).await;
+    assert_eq!(
+        got.num_rows(),
+        9,
+        "every racing append landed after rebasing"
+    );
+    assert_eq!(r.log("main").await.unwrap().len(), 9);
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's first command: builds tablepin, then walks a small generated
+# sales table through init, commit, a change, a tag, and reads the tag back.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tablepin-target}"
+# The same build as the tests (`cargo test --workspace --release`), so the two
+# share one set of compiled dependencies.
+cargo build --release --workspace --tests --locked --manifest-path "$root/Cargo.toml"
+tp="$CARGO_TARGET_DIR/release/tablepin"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+set -x
+"$tp" init
+"$tp" generate --rows 1000 --output sales.csv
+"$tp" commit sales sales.csv --key id -m "first load"
+"$tp" generate --rows 1000 --returns 5 --output sales-later.csv
+"$tp" commit sales sales-later.csv -m "5 late returns"
+"$tp" tag train-v1 main~1 -m "model A trained on this"
+"$tp" log
+"$tp" cat train-v1 sales --limit 5
+"$tp" export train-v1 sales --output train-v1.parquet
+"$tp" show train-v1
+"$tp" verify
