@@ -36,6 +36,15 @@ type Job = (RecordBatch, Arc<Vec<u32>>);
 /// A decoded file: each row's line, row hash and deleted flag.
 pub type Decoded = Vec<(i64, [u8; 32], bool)>;
 
+/// What a read-back keeps of a decoded file: the sum of its row hashes and
+/// its rows, plus (changes layout only) each row's line, hash and flag.
+#[derive(Debug, Clone)]
+pub struct FileHashes {
+    pub sum: ContentHash,
+    pub rows: u64,
+    pub lines: Option<Decoded>,
+}
+
 /// One stored file.
 #[derive(Debug, Clone)]
 pub struct Rec {
@@ -336,38 +345,53 @@ impl Changes {
 }
 
 /// Reads a version of a layout back from its files: the content hash of
-/// the rows it holds and the rows read. For the changes layout (`newest`),
-/// the newest copy of each line wins and deleted lines are dropped.
+/// the rows it holds, the rows it holds, and the rows read. For the changes
+/// layout (`newest`), the newest copy of each line wins and deleted lines
+/// are dropped.
 pub fn read_back(
     files: &[Bytes],
     newest: bool,
-    cache: &mut HashMap<ObjectId, Decoded>,
+    cache: &mut HashMap<ObjectId, FileHashes>,
 ) -> Result<(ContentHash, u64, u64), LabError> {
-    let mut rows_read = 0u64;
-    let mut per_line: HashMap<i64, Option<[u8; 32]>> = HashMap::new();
-    let mut content = ContentHash::EMPTY;
-    let mut rows = 0u64;
-    // Decode (and hash) the files not seen before on two threads.
     let todo: Vec<&Bytes> = files
         .iter()
-        .filter(|b| !cache.contains_key(&ObjectId::of(b)))
+        .filter(|b| {
+            !cache
+                .get(&ObjectId::of(b))
+                .is_some_and(|c| c.lines.is_some() || !newest)
+        })
         .collect();
     let decoded = decode_many(&todo)?;
     for (b, d) in todo.iter().zip(decoded) {
-        cache.insert(ObjectId::of(b), d);
+        let sum: ContentHash = d.iter().map(|r| r.1).collect();
+        let rows = d.len() as u64;
+        cache.insert(
+            ObjectId::of(b),
+            FileHashes {
+                sum,
+                rows,
+                lines: newest.then_some(d),
+            },
+        );
     }
+    let mut rows_read = 0u64;
+    let mut content = ContentHash::EMPTY;
+    let mut rows = 0u64;
+    let mut per_line: HashMap<i64, Option<[u8; 32]>> = HashMap::new();
     for b in files {
-        let rows_of = cache
-            .get(&ObjectId::of(b))
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        rows_read += rows_of.len() as u64;
-        for (line, h, deleted) in rows_of {
-            if newest {
-                per_line.insert(*line, if *deleted { None } else { Some(*h) });
-            } else {
-                content.add(h);
-                rows += 1;
+        let Some(f) = cache.get(&ObjectId::of(b)) else {
+            continue;
+        };
+        rows_read += f.rows;
+        match (&f.lines, newest) {
+            (Some(lines), true) => {
+                for (line, h, deleted) in lines {
+                    per_line.insert(*line, if *deleted { None } else { Some(*h) });
+                }
+            }
+            _ => {
+                content.merge(&f.sum);
+                rows += f.rows;
             }
         }
     }

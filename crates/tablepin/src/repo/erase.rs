@@ -789,9 +789,25 @@ impl Repo {
     }
 
     /// The data files among `blobs` that hold a row an erasure removed.
-    pub(crate) async fn erased_holders(&self, blobs: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>> {
+    /// With `since_erasure`, blobs last written before the earliest erasure
+    /// are skipped: that erasure read and rewrote every stored data file,
+    /// and a commit that reuses an old blob rewrites it (freshens it), so
+    /// only a blob written since can hold its rows. `verify --erased`
+    /// checks every blob.
+    pub(crate) async fn erased_holders(
+        &self,
+        blobs: &[(ObjectId, i64)],
+        since_erasure: bool,
+    ) -> Result<Vec<(ObjectId, u64)>> {
+        let records = self.audit().await?;
+        let first = records.iter().map(|r| r.time_ms).min().unwrap_or(i64::MAX);
+        let blobs: Vec<ObjectId> = blobs
+            .iter()
+            .filter(|(_, t)| !since_erasure || *t >= first)
+            .map(|b| b.0)
+            .collect();
         let mut sets = Vec::new();
-        for r in self.audit().await? {
+        for r in records {
             let rows: HashSet<String> = r.fingerprint.rows.iter().cloned().collect();
             sets.push((fingerprint_key(&r.fingerprint.salt), rows));
         }
@@ -799,7 +815,7 @@ impl Repo {
         if sets.is_empty() {
             return Ok(out);
         }
-        for id in blobs {
+        for id in &blobs {
             let bytes = self.store().get_blob(id).await?;
             if bytes.len() < 4 || &bytes[..4] != b"PAR1" {
                 continue;
@@ -832,7 +848,10 @@ impl Repo {
             records: records.len() as u64,
             ..Default::default()
         };
-        let ids: Vec<ObjectId> = blobs.iter().map(|b| b.id).collect();
+        let ids: Vec<(ObjectId, i64)> = blobs
+            .iter()
+            .map(|b| (b.id, b.last_modified.timestamp_millis()))
+            .collect();
         for b in &blobs {
             let bytes = self.store().get_blob(&b.id).await?;
             if bytes.len() >= 4 && &bytes[..4] == b"PAR1" {
@@ -847,7 +866,7 @@ impl Repo {
             }
             progress.advance(b.size);
         }
-        check.holders = self.erased_holders(&ids).await?;
+        check.holders = self.erased_holders(&ids, false).await?;
         progress.end();
         Ok(check)
     }

@@ -245,7 +245,7 @@ impl Repo {
             if reachable.contains(&b.id) {
                 plan.blobs_kept += 1;
                 plan.bytes_kept += b.size;
-                kept_data.push(b.id);
+                kept_data.push((b.id, b.last_modified.timestamp_millis()));
             } else if b.last_modified.timestamp_millis() > grace_cut && !expired_ids.contains(&b.id)
             {
                 plan.blobs_in_grace += 1;
@@ -256,7 +256,7 @@ impl Repo {
                 plan.bytes_freed += b.size;
             }
         }
-        plan.blobs_holding_erased = self.erased_holders(&kept_data).await?.len() as u64;
+        plan.blobs_holding_erased = self.erased_holders(&kept_data, true).await?.len() as u64;
         Ok(plan)
     }
 

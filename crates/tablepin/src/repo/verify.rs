@@ -22,6 +22,13 @@ use crate::error::Result;
 use crate::table::datafile::{read_data_file, Select};
 use crate::table::{load_dv, schema_of};
 
+/// A data file's row hashes (under one schema) and their sum, computed once
+/// per verify however many snapshots share the file.
+struct FileHashes {
+    rows: Vec<RowHash>,
+    sum: ContentHash,
+}
+
 /// What `verify` checked and found.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VerifyReport {
@@ -95,7 +102,7 @@ impl Repo {
         let mut seen = BTreeSet::new();
         let mut todo: Vec<(String, VersionId)> = roots;
         let mut snapshots_done: HashSet<ObjectId> = HashSet::new();
-        let mut row_hashes: HashMap<(ObjectId, String), Vec<RowHash>> = HashMap::new();
+        let mut row_hashes: HashMap<(ObjectId, String), FileHashes> = HashMap::new();
         progress.begin("checking versions", 0);
         while let Some((from, id)) = todo.pop() {
             if !seen.insert(id) {
@@ -175,7 +182,7 @@ impl Repo {
         &self,
         snap: &TableSnapshot,
         bad: &HashSet<ObjectId>,
-        cache: &mut HashMap<(ObjectId, String), Vec<RowHash>>,
+        cache: &mut HashMap<(ObjectId, String), FileHashes>,
         rows_hashed: &mut u64,
     ) -> std::result::Result<(), String> {
         let schema = schema_of(snap);
@@ -205,9 +212,13 @@ impl Repo {
                     hs.extend(hash_rows(b).map_err(|e| e.to_string())?);
                 }
                 *rows_hashed += hs.len() as u64;
-                cache.insert(key.clone(), hs);
+                let sum = hs.iter().copied().collect();
+                cache.insert(key.clone(), FileHashes { rows: hs, sum });
             }
-            let hs = cache.get(&key).map(Vec::as_slice).unwrap_or_default();
+            let Some(cached) = cache.get(&key) else {
+                continue;
+            };
+            let (hs, all) = (cached.rows.as_slice(), cached.sum);
             if hs.len() as u64 != f.rows {
                 return Err(format!(
                     "data file {} holds {} rows, the snapshot says {}",
@@ -216,7 +227,6 @@ impl Repo {
                     f.rows
                 ));
             }
-            let all: ContentHash = hs.iter().copied().collect();
             if all != f.hash_sum {
                 return Err(format!(
                     "data file {} hashes to {}, the snapshot says {}",
