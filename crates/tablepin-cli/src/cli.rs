@@ -194,7 +194,7 @@ pub struct GcArgs {
     #[arg(long, value_name = "DURATION")]
     pub keep_within: Option<humantime::Duration>,
     /// Keep every tagged version (the default).
-    #[arg(long, overrides_with = "no_keep_tags")]
+    #[arg(long)]
     pub keep_tags: bool,
     /// Do not protect tagged versions: a tag whose version expires is deleted.
     #[arg(long)]

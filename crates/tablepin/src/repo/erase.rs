@@ -343,7 +343,10 @@ impl Repo {
         let pred = Predicate::compile(table, &opts.predicate, &schema)?;
 
         // Every stored version, and the refs naming each.
-        let stored = self.known_versions().await?;
+        // Versions the refs reach now. (Versions only an old ref-log entry
+        // names are garbage for gc; a half-finished erasure may have deleted
+        // part of them, and its pending record lists the rest.)
+        let stored = self.reachable_versions().await?;
         let mut versions: BTreeMap<VersionId, Version> = BTreeMap::new();
         let mut snaps: BTreeMap<VersionId, TableSnapshot> = BTreeMap::new();
         for id in &stored {
@@ -767,6 +770,23 @@ impl Repo {
             audit: record,
             seconds: start.elapsed().as_secs_f64(),
         })
+    }
+
+    /// Every version an erasure replaced (and deleted), with its
+    /// replacement, from the audit records and any interrupted erasure.
+    pub async fn replacements(&self) -> Result<HashMap<VersionId, VersionId>> {
+        let mut out = HashMap::new();
+        for r in self.audit().await? {
+            out.extend(r.versions.iter().map(|v| (v.old, v.new)));
+        }
+        for p in self.store().list_docs("audit/pending").await? {
+            if let Some(b) = self.store().get_doc(&p).await? {
+                if let Ok(pending) = serde_json::from_slice::<Pending>(&b) {
+                    out.extend(pending.versions.iter().map(|v| (v.old, v.new)));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Every audit record, oldest first.

@@ -539,6 +539,7 @@ impl Repo {
     /// Expired versions appear from their tombstones.
     pub async fn log(&self, branch: &str) -> Result<Vec<LogEntry>> {
         let head = self.ref_target(RefKind::Branch, branch).await?;
+        let replaced = self.replacements().await?;
         let mut out = Vec::new();
         let mut next = Some(head);
         while let Some(id) = next {
@@ -562,6 +563,11 @@ impl Repo {
                         expired: false,
                         replaces: v.replaces,
                     });
+                }
+                Err(StoreError::NotFound { .. }) if replaced.contains_key(&id) => {
+                    // An erasure replaced it: history goes on through its
+                    // replacement.
+                    next = replaced.get(&id).copied();
                 }
                 Err(StoreError::NotFound { .. }) => match self.tombstone(&id).await? {
                     Some(t) => {

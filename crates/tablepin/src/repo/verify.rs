@@ -99,6 +99,7 @@ impl Repo {
                 }
             }
         }
+        let replaced = self.replacements().await?;
         let mut seen = BTreeSet::new();
         let mut todo: Vec<(String, VersionId)> = roots;
         let mut snapshots_done: HashSet<ObjectId> = HashSet::new();
@@ -119,7 +120,10 @@ impl Repo {
                     }
                 },
                 Err(e) => {
-                    if matches!(self.tombstone(&id).await, Ok(Some(_))) {
+                    if let Some(new) = replaced.get(&id) {
+                        // An erasure replaced it; its replacement stands in.
+                        todo.push((format!("version {}", id.short(12)), *new));
+                    } else if matches!(self.tombstone(&id).await, Ok(Some(_))) {
                         r.expired += 1;
                         if let Ok(Some(t)) = self.tombstone(&id).await {
                             todo.extend(

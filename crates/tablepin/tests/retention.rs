@@ -1,0 +1,431 @@
+//! Retention and erasure: gc never loses a kept version; erase removes the
+//! rows from every kept version, physically, and the tags stay readable.
+//! Property tests run random histories of commits, deletes, tags, branches,
+//! erasures and gc with random policies.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::compute::concat_batches;
+use proptest::prelude::*;
+use tablepin::{
+    CommitOptions, ContentHash, EraseOptions, GcPolicy, Mode, NoProgress, RefKind, Repo, VersionId,
+    WriteSettings,
+};
+use tablepin_rowhash::{content_hash, hash_rows};
+
+fn rows(ids: &[i64], owner: &[i64]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+        (
+            "owner",
+            Arc::new(Int64Array::from(owner.to_vec())) as ArrayRef,
+        ),
+        (
+            "note",
+            Arc::new(StringArray::from_iter_values(
+                ids.iter().map(|i| format!("n{i}")),
+            )) as ArrayRef,
+        ),
+    ])
+    .unwrap()
+}
+
+fn opts(mode: Mode) -> CommitOptions {
+    CommitOptions {
+        mode,
+        key: Some(vec!["id".into()]),
+        ..Default::default()
+    }
+}
+
+async fn all_rows(r: &Repo, v: &VersionId) -> RecordBatch {
+    let read = r.read_version(v, "t", None).await.unwrap();
+    concat_batches(&read.schema, &read.batches).unwrap()
+}
+
+/// Rows of a batch whose owner is not `who`.
+fn without(b: &RecordBatch, who: i64) -> RecordBatch {
+    let owner = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+    let keep: arrow::array::BooleanArray = owner.iter().map(|o| Some(o != Some(who))).collect();
+    arrow::compute::filter_record_batch(b, &keep).unwrap()
+}
+
+/// Data blobs of the repository holding a row owned by `who`.
+async fn blobs_holding(r: &Repo, who: i64) -> usize {
+    let mut n = 0;
+    for b in r.store().list_blobs().await.unwrap() {
+        let bytes = r.store().get_blob(&b.id).await.unwrap();
+        if &bytes[..4.min(bytes.len())] != b"PAR1" {
+            continue;
+        }
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut hit = false;
+        for batch in reader {
+            let batch = batch.unwrap();
+            let owner = batch.column_by_name("owner").unwrap();
+            let owner = owner.as_any().downcast_ref::<Int64Array>().unwrap();
+            hit |= owner.iter().any(|o| o == Some(who));
+        }
+        n += usize::from(hit);
+    }
+    n
+}
+
+async fn new_repo() -> (tempfile::TempDir, Repo) {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Repo::init(dir.path().to_str().unwrap(), WriteSettings::default())
+        .await
+        .unwrap();
+    (dir, r)
+}
+
+#[tokio::test]
+async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
+    let (_d, r) = new_repo().await;
+    let mut versions = Vec::new();
+    for k in 0..8i64 {
+        let c = r
+            .commit(
+                "t",
+                rows(&[], &[]).schema(),
+                vec![rows(&[k], &[k % 3])],
+                &opts(Mode::Append),
+            )
+            .await
+            .unwrap();
+        versions.push(c.version);
+    }
+    r.create_ref(RefKind::Tag, "trained", &versions[2].to_string(), "model A")
+        .await
+        .unwrap();
+    let expected = all_rows(&r, &versions[2]).await;
+    let policy = GcPolicy {
+        keep_last: Some(2),
+        grace_ms: 0,
+        ..Default::default()
+    };
+    let plan = r.gc_plan(&policy).await.unwrap();
+    assert_eq!(plan.versions_kept.len(), 3, "2 newest and the tagged one");
+    assert_eq!(plan.versions_expired.len(), 5);
+    assert!(plan.tags.iter().all(|t| t.readable));
+    assert!(plan.bytes_freed > 0);
+    // The plan changed nothing.
+    assert_eq!(
+        r.log("main")
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.expired)
+            .count(),
+        0
+    );
+    let report = r.gc_apply(plan).await.unwrap();
+    assert_eq!(report.tombstones, 5);
+    let v = r.verify(&NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    assert_eq!(all_rows(&r, &versions[2]).await, expected);
+    let log = r.log("main").await.unwrap();
+    assert_eq!(log.len(), 8, "expired versions still show in the log");
+    assert_eq!(log.iter().filter(|e| e.expired).count(), 5);
+    assert!(r.read_version(&versions[0], "t", None).await.is_err());
+
+    // Without keep-tags the tag goes with its version, never dangling.
+    let p = r
+        .gc_plan(&GcPolicy {
+            keep_last: Some(1),
+            keep_tags: false,
+            grace_ms: 0,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(p.tags_deleted, vec!["trained".to_string()]);
+    r.gc_apply(p).await.unwrap();
+    assert!(r.resolve("trained").await.is_err());
+    assert!(r.verify(&NoProgress).await.unwrap().problems.is_empty());
+}
+
+#[tokio::test]
+async fn a_contradictory_policy_is_refused() {
+    let (_d, r) = new_repo().await;
+    let err = r
+        .gc_plan(&GcPolicy {
+            keep_last: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("--keep-last 0"), "{err}");
+}
+
+#[tokio::test]
+async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
+    let (_d, r) = new_repo().await;
+    let mut tags = Vec::new();
+    for k in 0..6i64 {
+        let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
+        let owners: Vec<i64> = ids.iter().map(|i| i % 4).collect();
+        r.commit(
+            "t",
+            rows(&[], &[]).schema(),
+            vec![rows(&ids, &owners)],
+            &opts(Mode::Append),
+        )
+        .await
+        .unwrap();
+        let name = format!("v{k}");
+        let id = r.create_ref(RefKind::Tag, &name, "main", "").await.unwrap();
+        tags.push((name, all_rows(&r, &id).await));
+    }
+    assert!(blobs_holding(&r, 3).await > 0);
+    let plan = r
+        .erase_plan(&EraseOptions {
+            table: "t".into(),
+            predicate: "owner = 3".into(),
+            reason: "request 1".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(plan.rows_removed, 15);
+    assert_eq!(plan.tags.len(), 6);
+    let report = r.erase_apply(plan).await.unwrap();
+    assert_eq!(blobs_holding(&r, 3).await, 0, "no blob holds the rows");
+    for (name, old) in &tags {
+        let id = r.resolve(name).await.unwrap();
+        let got = all_rows(&r, &id).await;
+        assert_eq!(got, without(old, 3), "tag {name}");
+        let snap = r.snapshot(&id, "t").await.unwrap();
+        assert_eq!(snap.content_hash, content_hash([&got]).unwrap());
+    }
+    assert!(r.verify(&NoProgress).await.unwrap().problems.is_empty());
+    assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
+    let audit = r.audit().await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].reason, "request 1");
+    assert_eq!(audit[0].fingerprint.rows.len(), 15);
+    assert_eq!(
+        audit[0]
+            .moved_refs
+            .iter()
+            .filter(|m| m.kind == RefKind::Tag)
+            .count(),
+        6
+    );
+    let json = serde_json::to_string(&report.audit).unwrap();
+    assert!(!json.contains("owner = 3"), "the record holds no predicate");
+    // Erasing again finds nothing.
+    let again = r
+        .erase_plan(&EraseOptions {
+            table: "t".into(),
+            predicate: "owner = 3".into(),
+            reason: "request 1".into(),
+        })
+        .await
+        .unwrap();
+    assert!(again.is_empty());
+}
+
+#[tokio::test]
+async fn bad_predicates_are_clear_errors() {
+    let (_d, r) = new_repo().await;
+    r.commit(
+        "t",
+        rows(&[], &[]).schema(),
+        vec![rows(&[1], &[1])],
+        &opts(Mode::Append),
+    )
+    .await
+    .unwrap();
+    let plan = |p: &str, reason: &str| {
+        let o = EraseOptions {
+            table: "t".into(),
+            predicate: p.into(),
+            reason: reason.into(),
+        };
+        let r = &r;
+        async move { r.erase_plan(&o).await.unwrap_err().to_string() }
+    };
+    assert!(plan("nope = 1", "x").await.contains("nope"));
+    assert!(plan("owner = = 1", "x")
+        .await
+        .contains("does not fit table 't'"));
+    let e = plan("owner = 'abc'", "x").await;
+    assert!(e.contains("abc"), "{e}");
+    assert!(plan("owner = 1", " ").await.contains("needs a reason"));
+    assert!(plan("owner + 1", "x").await.contains("not a boolean"));
+}
+
+/// A random step of a history.
+#[derive(Debug, Clone)]
+enum Step {
+    Upsert(Vec<(i64, i64)>),
+    Delete(Vec<i64>),
+    Tag,
+    Branch,
+    Erase(i64),
+    Gc(Option<usize>, bool),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => proptest::collection::vec((0i64..40, 0i64..4), 1..8).prop_map(Step::Upsert),
+        1 => proptest::collection::vec(0i64..40, 1..4).prop_map(Step::Delete),
+        2 => Just(Step::Tag),
+        1 => Just(Step::Branch),
+        1 => (0i64..4).prop_map(Step::Erase),
+        2 => (proptest::option::of(1usize..4), any::<bool>()).prop_map(|(n, t)| Step::Gc(n, t)),
+    ]
+}
+
+async fn run_history(steps: Vec<Step>) {
+    let (_d, r) = new_repo().await;
+    // What every ref's version must read back as: its rows, minus the rows
+    // of every owner erased since.
+    let mut expected: BTreeMap<VersionId, RecordBatch> = BTreeMap::new();
+    let mut erased: HashSet<i64> = HashSet::new();
+    let mut n_tags = 0;
+    let mut n_branches = 0;
+    for s in steps {
+        match s {
+            Step::Upsert(kv) => {
+                let mut m: BTreeMap<i64, i64> = BTreeMap::new();
+                for (k, v) in kv {
+                    if !erased.contains(&v) {
+                        m.insert(k, v);
+                    }
+                }
+                if m.is_empty() {
+                    continue;
+                }
+                let ids: Vec<i64> = m.keys().copied().collect();
+                let own: Vec<i64> = m.values().copied().collect();
+                let c = r
+                    .commit(
+                        "t",
+                        rows(&[], &[]).schema(),
+                        vec![rows(&ids, &own)],
+                        &opts(Mode::Upsert),
+                    )
+                    .await
+                    .unwrap();
+                expected.insert(c.version, all_rows(&r, &c.version).await);
+            }
+            Step::Delete(mut ids) => {
+                ids.sort_unstable();
+                ids.dedup();
+                if r.resolve("main").await.is_err() {
+                    continue;
+                }
+                let own = vec![0; ids.len()];
+                let c = r
+                    .commit(
+                        "t",
+                        rows(&[], &[]).schema(),
+                        vec![rows(&ids, &own)],
+                        &opts(Mode::Delete),
+                    )
+                    .await
+                    .unwrap();
+                expected.insert(c.version, all_rows(&r, &c.version).await);
+            }
+            Step::Tag => {
+                if r.resolve("main").await.is_ok() {
+                    n_tags += 1;
+                    r.create_ref(RefKind::Tag, &format!("t{n_tags}"), "main", "")
+                        .await
+                        .unwrap();
+                }
+            }
+            Step::Branch => {
+                if r.resolve("main").await.is_ok() {
+                    n_branches += 1;
+                    r.create_ref(RefKind::Branch, &format!("b{n_branches}"), "main", "")
+                        .await
+                        .unwrap();
+                }
+            }
+            Step::Erase(who) => {
+                if r.resolve("main").await.is_err() {
+                    continue;
+                }
+                let plan = r
+                    .erase_plan(&EraseOptions {
+                        table: "t".into(),
+                        predicate: format!("owner = {who}"),
+                        reason: "p".into(),
+                    })
+                    .await
+                    .unwrap();
+                let map: Vec<(VersionId, VersionId)> =
+                    plan.versions.iter().map(|v| (v.old, v.new)).collect();
+                if !plan.is_empty() {
+                    r.erase_apply(plan).await.unwrap();
+                }
+                erased.insert(who);
+                let mut next = BTreeMap::new();
+                for (old, rows_) in expected {
+                    let id = map.iter().find(|m| m.0 == old).map_or(old, |m| m.1);
+                    next.insert(id, without(&rows_, who));
+                }
+                expected = next;
+                assert_eq!(blobs_holding(&r, who).await, 0, "after erasing owner {who}");
+                assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
+            }
+            Step::Gc(keep_last, keep_tags) => {
+                let plan = r
+                    .gc_plan(&GcPolicy {
+                        keep_last,
+                        keep_tags,
+                        grace_ms: 0,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                let kept = plan.versions_kept.clone();
+                r.gc_apply(plan).await.unwrap();
+                let v = r.verify(&NoProgress).await.unwrap();
+                assert!(v.problems.is_empty(), "{:?}", v.problems);
+                // Every kept version reads back exactly as before.
+                for id in kept {
+                    if let Some(want) = expected.get(&id) {
+                        assert_eq!(&all_rows(&r, &id).await, want);
+                    }
+                }
+            }
+        }
+        // Every ref reads back as expected.
+        for kind in [RefKind::Tag, RefKind::Branch] {
+            for rf in r.refs(kind).await.unwrap() {
+                if let Some(want) = expected.get(&rf.target) {
+                    let got = all_rows(&r, &rf.target).await;
+                    assert_eq!(&got, want, "{} {}", kind.dir(), rf.name);
+                    let snap = r.snapshot(&rf.target, "t").await.unwrap();
+                    let mut h = ContentHash::EMPTY;
+                    for x in hash_rows(&got).unwrap() {
+                        h.add(&x);
+                    }
+                    assert_eq!(snap.content_hash, h);
+                }
+            }
+        }
+    }
+    let v = r.verify(&NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    let _ = Array::len(&Int64Array::from(vec![0]));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn random_histories_keep_their_promises(steps in proptest::collection::vec(step(), 1..18)) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(run_history(steps));
+    }
+}
