@@ -21,6 +21,10 @@ fn data() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// A sale's place in event order: time, 0 (sales sort before
+/// cancellations of the same minute), line.
+type Event = (i64, u8, usize);
+
 /// One line as a plain record.
 struct Rec {
     cancel: bool,
@@ -50,7 +54,7 @@ fn returns_and_as_of_agree_when_derived_a_second_way() {
     // Second way: per (customer, product), that customer's sales of that
     // product in event order; each cancellation takes, by binary search, the
     // last sale strictly before it in (time, sale-before-cancel, line) order.
-    let mut sales: HashMap<(u64, &str), Vec<(i64, u8, usize)>> = HashMap::new();
+    let mut sales: HashMap<(u64, &str), Vec<Event>> = HashMap::new();
     for (i, r) in recs.iter().enumerate() {
         if let (false, Some(c)) = (r.cancel, r.customer) {
             sales
