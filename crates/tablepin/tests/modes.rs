@@ -392,3 +392,58 @@ async fn racing_commits_both_land() {
     );
     assert_eq!(r.log("main").await.unwrap().len(), 9);
 }
+
+#[tokio::test]
+async fn hidden_rows_past_one_percent_are_compacted_and_the_hash_stays() {
+    let (_d, r) = repo().await;
+    let ids: Vec<i64> = (0..1000).collect();
+    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    r.commit(
+        "t",
+        t(&[], &[]).schema(),
+        vec![t(&ids, &names)],
+        &o(Mode::Overwrite),
+    )
+    .await
+    .unwrap();
+    // 5 changed rows of 1,005 in files: under 1%, a deletion vector hides them.
+    let c = r
+        .commit(
+            "t",
+            t(&[], &[]).schema(),
+            vec![t(&[1, 2, 3, 4, 5], &["x"; 5])],
+            &o(Mode::Upsert),
+        )
+        .await
+        .unwrap();
+    let s = r.snapshot(&c.version, "t").await.unwrap();
+    assert!(s.files.iter().any(|f| f.deletes.is_some()));
+    assert_eq!(s.files.iter().map(|f| f.rows).sum::<u64>(), 1005);
+    // 10 more: 15 hidden of 1,015, past 1%: the file is rewritten.
+    let more: Vec<i64> = (10..20).collect();
+    let c = r
+        .commit(
+            "t",
+            t(&[], &[]).schema(),
+            vec![t(&more, &["y"; 10])],
+            &o(Mode::Upsert),
+        )
+        .await
+        .unwrap();
+    let s = r.snapshot(&c.version, "t").await.unwrap();
+    let in_files: u64 = s.files.iter().map(|f| f.rows).sum();
+    assert!(
+        in_files <= 1000 + (1000 / 200),
+        "hidden rows under half of 1%: {in_files}"
+    );
+    let got = head(&r).await;
+    assert_eq!(got.num_rows(), 1000);
+    assert_eq!(
+        c.content_hash,
+        content_hash([&got]).unwrap(),
+        "compaction keeps the content hash"
+    );
+    let v = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}

@@ -42,6 +42,16 @@ pub struct WriteSettings {
     pub row_group_rows: usize,
     /// Rows per data file: larger writes are split.
     pub file_rows: usize,
+    /// Compact when the rows deletion vectors hide exceed this many per
+    /// thousand of the rows in the table's files (0: never). A commit that
+    /// hides rows past it rewrites the files with the most hidden rows, live
+    /// rows only, until they are under half of it.
+    #[serde(default = "default_hidden_permille")]
+    pub compact_hidden_permille: u32,
+}
+
+fn default_hidden_permille() -> u32 {
+    10
 }
 
 impl Default for WriteSettings {
@@ -53,6 +63,7 @@ impl Default for WriteSettings {
             data_page_rows: Some(4096),
             row_group_rows: 128 * 1024,
             file_rows: 256 * 1024,
+            compact_hidden_permille: default_hidden_permille(),
         }
     }
 }
@@ -68,6 +79,7 @@ impl WriteSettings {
             data_page_rows: None,
             row_group_rows: 1024 * 1024,
             file_rows: 1024 * 1024,
+            compact_hidden_permille: default_hidden_permille(),
         }
     }
 

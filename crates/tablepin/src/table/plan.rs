@@ -484,6 +484,9 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     }
     let old_count = files.len();
     files.extend(new_files);
+    if !schema_moved && !removals.is_empty() {
+        compact(store, &mut files, &mut blobs, &schema, &key_idx, p.settings).await?;
+    }
 
     let mut content = match parent_live {
         Some(par) => par.content_hash,
@@ -575,6 +578,99 @@ pub(crate) async fn apply_removals(
     Ok((files, blobs))
 }
 
+/// Automatic compaction (see `WriteSettings::compact_hidden_permille`):
+/// rewrites the files whose deletion vectors hide the most rows, keeping
+/// their live rows in their order, until the hidden rows are under half the
+/// threshold. The rows the snapshot sees, and so its content hash, do not
+/// change; each rewrite checks that its rows hash to the old file's sum
+/// minus the hidden rows, and refuses otherwise. Returns the files
+/// rewritten.
+async fn compact(
+    store: &Store,
+    files: &mut [FileEntry],
+    blobs: &mut Vec<Bytes>,
+    schema: &SchemaRef,
+    key_idx: &[usize],
+    settings: &WriteSettings,
+) -> Result<usize> {
+    let threshold = f64::from(settings.compact_hidden_permille) / 1000.0;
+    let total: u64 = files.iter().map(|f| f.rows).sum();
+    let mut hidden: u64 = files.iter().map(|f| f.rows - f.live_rows()).sum();
+    if threshold <= 0.0 || total == 0 || hidden as f64 <= threshold * total as f64 {
+        return Ok(0);
+    }
+    let target = threshold / 2.0 * total as f64;
+    let mut order: Vec<usize> = (0..files.len())
+        .filter(|i| files[*i].deletes.is_some())
+        .collect();
+    order.sort_by_key(|i| std::cmp::Reverse(files[*i].rows - files[*i].live_rows()));
+    let fresh: HashMap<ObjectId, Bytes> =
+        blobs.iter().map(|b| (ObjectId::of(b), b.clone())).collect();
+    let get = |id: ObjectId| {
+        let fresh = fresh.get(&id).cloned();
+        async move {
+            match fresh {
+                Some(b) => Ok(b),
+                None => store.get_blob(&id).await.map_err(Error::from),
+            }
+        }
+    };
+    let props = settings.properties()?;
+    let mut rewritten = 0;
+    for i in order {
+        if hidden as f64 <= target {
+            break;
+        }
+        let f = files[i].clone();
+        let Some(dv) = &f.deletes else { continue };
+        let bm = super::datafile::decode_dv(dv.blob, &get(dv.blob).await?)?;
+        let data = get(f.data).await?;
+        let live = read_data_file(f.data, data.clone(), schema, Select::Live(Some(&bm)))?;
+        let live = concat_batches(schema, &live).map_err(Error::arrow("compacting a data file"))?;
+        let gone: Vec<u32> = bm.iter().collect();
+        let gone = read_data_file(f.data, data, schema, Select::Positions(&gone))?;
+        let mut expect = f.hash_sum;
+        for b in &gone {
+            for h in hash_rows(b)? {
+                expect.sub(&h);
+            }
+        }
+        let hash_sum: ContentHash = hash_rows(&live)?.into_iter().collect();
+        if hash_sum != expect {
+            return Err(Error::BadBlob {
+                blob: f.data,
+                what: "Parquet data file",
+                message:
+                    "its rows do not hash to the sum its snapshot records; run `tablepin verify`"
+                        .into(),
+            });
+        }
+        let bytes = write_data_file(&live, &props)?;
+        let (key_min, key_max) = keys::bounds(&live, key_idx);
+        files[i] = FileEntry {
+            data: ObjectId::of(&bytes),
+            rows: live.num_rows() as u64,
+            bytes: bytes.len() as u64,
+            hash_sum,
+            deletes: None,
+            key_min,
+            key_max,
+        };
+        // The deletion vector this commit wrote for the file, if no other
+        // file uses the same bitmap, is no longer needed.
+        if !files
+            .iter()
+            .any(|g| g.deletes.as_ref().map(|d| d.blob) == Some(dv.blob))
+        {
+            blobs.retain(|b| ObjectId::of(b) != dv.blob);
+        }
+        blobs.push(bytes);
+        hidden -= f.rows - f.live_rows();
+        rewritten += 1;
+    }
+    Ok(rewritten)
+}
+
 /// `--mode delete`: remove the rows whose keys the input lists.
 async fn plan_delete(
     store: &Store,
@@ -582,7 +678,7 @@ async fn plan_delete(
     par: &TableSnapshot,
     input: &RecordBatch,
     key: &[String],
-    _settings: &WriteSettings,
+    settings: &WriteSettings,
 ) -> Result<TablePlan> {
     let schema = schema_of(par);
     let key_idx = keys::key_indices(table, &schema, key)?;
@@ -622,7 +718,10 @@ async fn plan_delete(
         content.sub(h);
     }
     let deleted = old.len() as u64;
-    let (files, blobs) = apply_removals(store, par, &removals).await?;
+    let (mut files, mut blobs) = apply_removals(store, par, &removals).await?;
+    if !removals.is_empty() {
+        compact(store, &mut files, &mut blobs, &schema, &key_idx, settings).await?;
+    }
     let rows = files.iter().map(FileEntry::live_rows).sum();
     let snapshot = TableSnapshot {
         format: FORMAT_VERSION,
