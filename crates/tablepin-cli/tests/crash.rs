@@ -7,19 +7,7 @@
 
 mod common;
 
-use common::{Project, SALES};
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let t = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
+use common::{copy_dir, Project, SALES};
 
 /// Runs `args` in a fresh copy of `base` with the fault after k writes, for
 /// every k until the command completes; checks each crashed state with

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::Project;
+use common::{copy_dir, Project};
 
 fn history(p: &Project, n: usize) {
     for k in 0..n {
@@ -165,18 +165,6 @@ fn a_commit_racing_gc_in_another_process_loses_nothing() {
         13,
         "every commit is in the log, expired ones as tombstones"
     );
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let t = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
 }
 
 #[test]

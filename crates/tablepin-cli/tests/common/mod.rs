@@ -165,3 +165,16 @@ fn blake3_hex(b: &[u8]) -> String {
 }
 
 pub const SALES: &str = "id,name,qty\n1,apple,3\n2,pear,5\n3,plum,7\n";
+
+/// Copies a folder tree (a repository, for crash tests).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}

@@ -98,37 +98,30 @@ impl Repo {
 
     /// Every stored version reachable from the refs as they are now.
     pub async fn reachable_versions(&self) -> Result<BTreeSet<VersionId>> {
-        let mut todo = Vec::new();
+        let mut roots = Vec::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
-            todo.extend(self.refs(kind).await?.into_iter().map(|r| r.target));
+            roots.extend(self.refs(kind).await?.into_iter().map(|r| r.target));
         }
-        let mut visited = BTreeSet::new();
-        let mut stored = BTreeSet::new();
-        while let Some(id) = todo.pop() {
-            if !visited.insert(id) {
-                continue;
-            }
-            if let Ok(v) = self.version(&id).await {
-                stored.insert(id);
-                todo.extend(v.parents);
-            } else if let Some(t) = self.tombstone(&id).await? {
-                todo.extend(t.parents);
-            }
-        }
-        Ok(stored)
+        self.stored_ancestry(roots).await
     }
 
     /// Every version that a ref names or named, and their ancestors, that is
     /// still stored.
     pub async fn known_versions(&self) -> Result<BTreeSet<VersionId>> {
-        let mut todo = Vec::new();
+        let mut roots = Vec::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
             for name in self.store().ref_names(kind).await? {
                 for e in self.store().ref_log(kind, &name).await? {
-                    todo.extend(e.target);
+                    roots.extend(e.target);
                 }
             }
         }
+        self.stored_ancestry(roots).await
+    }
+
+    /// The stored versions among `roots` and their ancestors, walking
+    /// through expired versions' tombstones.
+    async fn stored_ancestry(&self, mut todo: Vec<VersionId>) -> Result<BTreeSet<VersionId>> {
         let mut visited = BTreeSet::new();
         let mut stored = BTreeSet::new();
         while let Some(id) = todo.pop() {

@@ -459,18 +459,9 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     let props = p.settings.properties()?;
     for chunk in rows_out.chunks(p.settings.file_rows.max(1)) {
         let b = keys::take(&input, chunk)?;
-        let bytes = write_data_file(&b, &props)?;
         let hash_sum: ContentHash = chunk.iter().map(|i| in_hashes[*i as usize]).collect();
-        let (key_min, key_max) = keys::bounds(&b, &key_idx);
-        new_files.push(FileEntry {
-            data: ObjectId::of(&bytes),
-            rows: b.num_rows() as u64,
-            bytes: bytes.len() as u64,
-            hash_sum,
-            deletes: None,
-            key_min,
-            key_max,
-        });
+        let (entry, bytes) = new_data_file(&b, hash_sum, &key_idx, &props)?;
+        new_files.push(entry);
         blobs.push(bytes);
     }
     let added_hash: ContentHash = rows_out.iter().map(|i| in_hashes[*i as usize]).collect();
@@ -578,6 +569,27 @@ pub(crate) async fn apply_removals(
     Ok((files, blobs))
 }
 
+/// Writes rows (in their final order) as a new data file and its entry.
+fn new_data_file(
+    rows: &RecordBatch,
+    hash_sum: ContentHash,
+    key_idx: &[usize],
+    props: &parquet::file::properties::WriterProperties,
+) -> Result<(FileEntry, Bytes)> {
+    let bytes = write_data_file(rows, props)?;
+    let (key_min, key_max) = keys::bounds(rows, key_idx);
+    let entry = FileEntry {
+        data: ObjectId::of(&bytes),
+        rows: rows.num_rows() as u64,
+        bytes: bytes.len() as u64,
+        hash_sum,
+        deletes: None,
+        key_min,
+        key_max,
+    };
+    Ok((entry, bytes))
+}
+
 /// Automatic compaction (see `WriteSettings::compact_hidden_permille`):
 /// rewrites the files whose deletion vectors hide the most rows, keeping
 /// their live rows in their order, until the hidden rows are under half the
@@ -645,17 +657,8 @@ async fn compact(
                         .into(),
             });
         }
-        let bytes = write_data_file(&live, &props)?;
-        let (key_min, key_max) = keys::bounds(&live, key_idx);
-        files[i] = FileEntry {
-            data: ObjectId::of(&bytes),
-            rows: live.num_rows() as u64,
-            bytes: bytes.len() as u64,
-            hash_sum,
-            deletes: None,
-            key_min,
-            key_max,
-        };
+        let (entry, bytes) = new_data_file(&live, hash_sum, key_idx, &props)?;
+        files[i] = entry;
         // The deletion vector this commit wrote for the file, if no other
         // file uses the same bitmap, is no longer needed.
         if !files
