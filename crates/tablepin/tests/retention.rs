@@ -284,6 +284,26 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Commits rows and records what the new version must read back as.
+async fn commit_and_record(
+    r: &Repo,
+    ids: &[i64],
+    owners: &[i64],
+    mode: Mode,
+    expected: &mut BTreeMap<VersionId, RecordBatch>,
+) {
+    let c = r
+        .commit(
+            "t",
+            rows(&[], &[]).schema(),
+            vec![rows(ids, owners)],
+            &opts(mode),
+        )
+        .await
+        .unwrap();
+    expected.insert(c.version, all_rows(r, &c.version).await);
+}
+
 async fn run_history(steps: Vec<Step>) {
     let (_d, r) = new_repo().await;
     // What every ref's version must read back as: its rows, minus the rows
@@ -306,16 +326,7 @@ async fn run_history(steps: Vec<Step>) {
                 }
                 let ids: Vec<i64> = m.keys().copied().collect();
                 let own: Vec<i64> = m.values().copied().collect();
-                let c = r
-                    .commit(
-                        "t",
-                        rows(&[], &[]).schema(),
-                        vec![rows(&ids, &own)],
-                        &opts(Mode::Upsert),
-                    )
-                    .await
-                    .unwrap();
-                expected.insert(c.version, all_rows(&r, &c.version).await);
+                commit_and_record(&r, &ids, &own, Mode::Upsert, &mut expected).await;
             }
             Step::Delete(mut ids) => {
                 ids.sort_unstable();
@@ -324,16 +335,7 @@ async fn run_history(steps: Vec<Step>) {
                     continue;
                 }
                 let own = vec![0; ids.len()];
-                let c = r
-                    .commit(
-                        "t",
-                        rows(&[], &[]).schema(),
-                        vec![rows(&ids, &own)],
-                        &opts(Mode::Delete),
-                    )
-                    .await
-                    .unwrap();
-                expected.insert(c.version, all_rows(&r, &c.version).await);
+                commit_and_record(&r, &ids, &own, Mode::Delete, &mut expected).await;
             }
             Step::Tag => {
                 if r.resolve("main").await.is_ok() {
