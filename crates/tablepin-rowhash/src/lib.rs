@@ -378,7 +378,7 @@ impl RowEncoder {
 }
 
 /// Rows per thread below which hashing stays on one thread.
-const PARALLEL_MIN_ROWS: usize = 32 * 1024;
+const PARALLEL_MIN_ROWS: usize = 4 * 1024;
 
 /// The rowhash-v1 hash of every row of a batch, in row order.
 pub fn hash_rows(batch: &RecordBatch) -> Result<Vec<RowHash>, RowHashError> {

@@ -129,6 +129,23 @@ async fn damaged_blob_is_named() {
     let err = store.get_blob(&a.id).await.unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { id, .. } if id == a.id));
     assert!(err.to_string().contains(&a.id.to_string()));
+
+    // Several at once: the sound ones read back in order, and the damaged
+    // one among them is named.
+    let mut ids = Vec::new();
+    for i in 0..5u8 {
+        ids.push(store.put_blob(Bytes::from(vec![i; 1000])).await.unwrap().id);
+    }
+    let got = store.get_blobs(&ids).await.unwrap();
+    assert_eq!(
+        got,
+        (0..5u8)
+            .map(|i| Bytes::from(vec![i; 1000]))
+            .collect::<Vec<_>>()
+    );
+    ids.insert(2, a.id);
+    let err = store.get_blobs(&ids).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { id, .. } if id == a.id));
 }
 
 #[test]

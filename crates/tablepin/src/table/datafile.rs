@@ -8,13 +8,16 @@
 //! while decoding instead of being filtered out afterwards (which would copy
 //! every batch that holds one).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
@@ -38,6 +41,13 @@ pub struct WriteSettings {
     pub page_index: bool,
     /// Start a new data page after this many rows (page index only).
     pub data_page_rows: Option<usize>,
+    /// Largest dictionary page per column chunk, in bytes: past it a column
+    /// falls back to plain encoding (none: parquet's default, 1 MiB). Small
+    /// dictionaries keep low-cardinality columns dictionary-encoded while
+    /// unique-ish columns (ids, invoice numbers, free text) stop paying for
+    /// a dictionary that every read of one row must decode whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dictionary_page_bytes: Option<usize>,
     /// Rows per row group.
     pub row_group_rows: usize,
     /// Rows per data file: larger writes are split.
@@ -55,12 +65,14 @@ fn default_hidden_permille() -> u32 {
 }
 
 impl Default for WriteSettings {
-    /// tablepin's defaults: zstd, dictionaries, page index with small pages.
+    /// tablepin's defaults: zstd, small dictionaries, page index with small
+    /// pages (BENCHMARKS.md has the measurements behind each).
     fn default() -> Self {
         Self {
             compression: "ZSTD(3)".into(),
             page_index: true,
-            data_page_rows: Some(4096),
+            data_page_rows: Some(512),
+            dictionary_page_bytes: Some(64 * 1024),
             row_group_rows: 128 * 1024,
             file_rows: 256 * 1024,
             compact_hidden_permille: default_hidden_permille(),
@@ -77,6 +89,7 @@ impl WriteSettings {
             compression: "SNAPPY".into(),
             page_index: false,
             data_page_rows: None,
+            dictionary_page_bytes: None,
             row_group_rows: 1024 * 1024,
             file_rows: 1024 * 1024,
             compact_hidden_permille: default_hidden_permille(),
@@ -101,7 +114,13 @@ impl WriteSettings {
                 EnabledStatistics::Chunk
             });
         if let Some(n) = self.data_page_rows {
-            b = b.set_data_page_row_count_limit(n.max(1));
+            // The writer checks the page row limit once per write batch.
+            b = b
+                .set_data_page_row_count_limit(n.max(1))
+                .set_write_batch_size(n.clamp(1, 1024));
+        }
+        if let Some(n) = self.dictionary_page_bytes {
+            b = b.set_dictionary_page_size_limit(n.max(1));
         }
         Ok(b.build())
     }
@@ -130,15 +149,17 @@ fn bad(blob: ObjectId, what: &'static str) -> impl Fn(String) -> Error {
 }
 
 /// Rows selected from a data file: everything, everything but a deletion
-/// vector, or a set of positions.
+/// vector, a set of positions (ascending), or ranges of rows (ascending,
+/// disjoint).
 pub(crate) enum Select<'a> {
     All,
     Live(Option<&'a RoaringBitmap>),
     Positions(&'a [u32]),
+    Ranges(&'a [Range<usize>]),
 }
 
 fn selection(select: &Select<'_>, rows: usize) -> Option<RowSelection> {
-    let ranges: Vec<std::ops::Range<usize>> = match select {
+    let ranges: Vec<Range<usize>> = match select {
         Select::All | Select::Live(None) => return None,
         Select::Live(Some(dv)) => {
             let mut out = Vec::new();
@@ -155,8 +176,9 @@ fn selection(select: &Select<'_>, rows: usize) -> Option<RowSelection> {
             }
             out
         }
+        Select::Ranges(r) => r.to_vec(),
         Select::Positions(ps) => {
-            let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+            let mut out: Vec<Range<usize>> = Vec::new();
             for &p in ps.iter() {
                 let p = p as usize;
                 match out.last_mut() {
@@ -176,38 +198,111 @@ fn selection(select: &Select<'_>, rows: usize) -> Option<RowSelection> {
     ))
 }
 
-/// Reads rows of a data file as batches of `schema` (a column the file lacks,
-/// added to the table later, reads as nulls). `columns` limits the output to
-/// those fields of `schema`.
+/// A data file opened for reading: its (verified) bytes and its parsed
+/// footer with the page index, so that several reads of one file parse the
+/// footer once.
+pub(crate) struct DataFile {
+    blob: ObjectId,
+    bytes: Bytes,
+    meta: ArrowReaderMetadata,
+}
+
+/// The data pages of one column of a data file: each page's rows, and the
+/// smallest and largest value in it (null where the file has no statistic).
+pub(crate) struct ColumnPages {
+    pub(crate) rows: Vec<Range<usize>>,
+    pub(crate) mins: ArrayRef,
+    pub(crate) maxes: ArrayRef,
+}
+
+impl DataFile {
+    /// Parses a data file's footer.
+    pub(crate) fn open(blob: ObjectId, bytes: Bytes) -> Result<Self> {
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let meta = ArrowReaderMetadata::load(&bytes, options)
+            .map_err(|e| bad(blob, "Parquet data file")(e.to_string()))?;
+        Ok(Self { blob, bytes, meta })
+    }
+
+    /// The blob the file is.
+    pub(crate) fn blob(&self) -> ObjectId {
+        self.blob
+    }
+
+    /// Rows in the file.
+    pub(crate) fn rows(&self) -> usize {
+        self.meta.metadata().file_metadata().num_rows().max(0) as usize
+    }
+
+    /// Reads rows as batches of `schema` (a column the file lacks, added to
+    /// the table later, reads as nulls; a column `schema` lacks is not read).
+    pub(crate) fn read(&self, schema: &SchemaRef, select: Select<'_>) -> Result<Vec<RecordBatch>> {
+        let bad = bad(self.blob, "Parquet data file");
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.bytes.clone(),
+            self.meta.clone(),
+        );
+        let file_schema = builder.schema().clone();
+        let wanted: Vec<usize> = schema
+            .fields()
+            .iter()
+            .filter_map(|f| file_schema.index_of(f.name()).ok())
+            .collect();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+        let mut builder = builder.with_projection(mask).with_batch_size(8192);
+        if let Some(sel) = selection(&select, self.rows()) {
+            builder = builder.with_row_selection(sel);
+        }
+        let reader = builder.build().map_err(|e| bad(e.to_string()))?;
+        let mut out = Vec::new();
+        for batch in reader {
+            let batch = batch.map_err(|e| bad(e.to_string()))?;
+            out.push(align(&batch, schema).map_err(&bad)?);
+        }
+        Ok(out)
+    }
+
+    /// The data pages of `column`, from the page index; `None` when the
+    /// file has no page index or not that column.
+    pub(crate) fn pages(&self, column: &str) -> Option<ColumnPages> {
+        let md = self.meta.metadata();
+        let (Some(column_index), Some(offset_index)) = (md.column_index(), md.offset_index())
+        else {
+            return None;
+        };
+        let conv =
+            StatisticsConverter::try_new(column, self.meta.schema(), self.meta.parquet_schema())
+                .ok()?;
+        let groups: Vec<usize> = (0..md.num_row_groups()).collect();
+        let mins = conv
+            .data_page_mins(column_index, offset_index, &groups)
+            .ok()?;
+        let maxes = conv
+            .data_page_maxes(column_index, offset_index, &groups)
+            .ok()?;
+        let counts = conv
+            .data_page_row_counts(offset_index, md.row_groups(), &groups)
+            .ok()??;
+        let mut rows = Vec::with_capacity(counts.len());
+        let mut start = 0usize;
+        for c in counts.iter() {
+            let end = start + c? as usize;
+            rows.push(start..end);
+            start = end;
+        }
+        (rows.len() == mins.len() && rows.len() == maxes.len() && start == self.rows())
+            .then_some(ColumnPages { rows, mins, maxes })
+    }
+}
+
+/// Reads rows of a data file as batches of `schema` (see [`DataFile::read`]).
 pub(crate) fn read_data_file(
     blob: ObjectId,
     bytes: Bytes,
     schema: &SchemaRef,
     select: Select<'_>,
 ) -> Result<Vec<RecordBatch>> {
-    let bad = bad(blob, "Parquet data file");
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
-        .map_err(|e| bad(e.to_string()))?;
-    let rows = builder.metadata().file_metadata().num_rows().max(0) as usize;
-    let file_schema = builder.schema().clone();
-    let wanted: Vec<usize> = schema
-        .fields()
-        .iter()
-        .filter_map(|f| file_schema.index_of(f.name()).ok())
-        .collect();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
-    let mut builder = builder.with_projection(mask).with_batch_size(8192);
-    if let Some(sel) = selection(&select, rows) {
-        builder = builder.with_row_selection(sel);
-    }
-    let reader = builder.build().map_err(|e| bad(e.to_string()))?;
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| bad(e.to_string()))?;
-        out.push(align(&batch, schema).map_err(&bad)?);
-    }
-    Ok(out)
+    DataFile::open(blob, bytes)?.read(schema, select)
 }
 
 /// Puts a batch's columns in `schema`'s order, adding null columns for

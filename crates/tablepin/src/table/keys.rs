@@ -2,7 +2,10 @@
 //!
 //! Keys are compared through Arrow's row format (`arrow_row`), which turns
 //! any combination of key columns into byte strings that sort as the values
-//! do, so one code path serves integer, text and composite keys.
+//! do, so one code path serves integer, text and composite keys. A single
+//! integer key column, the common case (line ids, row ids), skips that
+//! encoding: [`SortKeys`] keeps its values as `i64`, which compare directly
+//! and cost one copy instead of an encoded row each.
 
 use std::sync::Arc;
 
@@ -10,7 +13,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use arrow_row::{RowConverter, Rows, SortField};
+use arrow_row::{Row, RowConverter, Rows, SortField};
 use tablepin_format::KeyBound;
 
 use crate::error::{Error, Result};
@@ -70,6 +73,115 @@ impl KeyCodec {
                 .map_err(Error::arrow("encoding keys"))?;
         }
         Ok(rows)
+    }
+}
+
+/// The sortable keys of a run of rows: plain integers for a single integer
+/// key column, `arrow_row` rows otherwise. Two `SortKeys` made by the same
+/// [`KeyCodec`] compare with each other.
+pub(crate) enum SortKeys {
+    Int(Vec<i64>),
+    Rows(Rows),
+}
+
+/// One key of a [`SortKeys`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum KeyRef<'a> {
+    Int(i64),
+    Row(Row<'a>),
+}
+
+impl SortKeys {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            SortKeys::Int(v) => v.len(),
+            SortKeys::Rows(r) => r.num_rows(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn get(&self, i: usize) -> KeyRef<'_> {
+        match self {
+            SortKeys::Int(v) => KeyRef::Int(v[i]),
+            SortKeys::Rows(r) => KeyRef::Row(r.row(i)),
+        }
+    }
+
+    /// The position of `key` in these keys, which are sorted and distinct.
+    pub(crate) fn find(&self, key: KeyRef<'_>) -> Option<usize> {
+        let (mut lo, mut hi) = (0usize, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.get(mid).cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+
+    /// The first position whose key is not below `key`, for keys sorted
+    /// ascending.
+    pub(crate) fn first_not_below(&self, key: KeyRef<'_>) -> usize {
+        let (mut lo, mut hi) = (0usize, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The first position at or after `from` whose key is greater than
+    /// `key`, for keys sorted ascending.
+    pub(crate) fn first_above(&self, from: usize, key: KeyRef<'_>) -> usize {
+        let (mut lo, mut hi) = (from, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+impl KeyCodec {
+    /// True when the key is one integer column, kept as `i64`.
+    fn is_int(&self, schema: &SchemaRef) -> bool {
+        self.idx.len() == 1
+            && matches!(
+                schema.field(self.idx[0]).data_type(),
+                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+            )
+    }
+
+    /// The sortable keys of several batches, in order.
+    pub(crate) fn sort_keys(&self, batches: &[RecordBatch]) -> Result<SortKeys> {
+        let Some(first) = batches.first() else {
+            return Ok(SortKeys::Int(Vec::new()));
+        };
+        if !self.is_int(&first.schema()) {
+            return self.rows_of(batches).map(SortKeys::Rows);
+        }
+        let n = batches.iter().map(|b| b.num_rows()).sum();
+        let mut out = Vec::with_capacity(n);
+        for b in batches {
+            let col = b.column(self.idx[0]);
+            let col = arrow::compute::cast(col, &DataType::Int64)
+                .map_err(Error::arrow("reading an integer key"))?;
+            out.extend_from_slice(col.as_primitive::<Int64Type>().values());
+        }
+        Ok(SortKeys::Int(out))
     }
 }
 

@@ -15,22 +15,21 @@ use std::collections::BinaryHeap;
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
-use arrow_row::{Row, Rows};
 
 use crate::error::{Error, Result};
-use crate::table::keys::KeyCodec;
+use crate::table::keys::{KeyCodec, KeyRef, SortKeys};
 
 /// One sorted input: its batches and the key rows of all of them.
 struct Source {
     batches: Vec<RecordBatch>,
-    /// Start offset of each batch in `rows`.
+    /// Start offset of each batch in `keys`.
     starts: Vec<usize>,
-    rows: Rows,
+    keys: SortKeys,
 }
 
 impl Source {
     fn len(&self) -> usize {
-        self.rows.num_rows()
+        self.keys.len()
     }
 
     /// Emits rows `[from, to)` as slices of the batches that hold them.
@@ -57,7 +56,7 @@ impl Source {
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Head<'a> {
-    row: Row<'a>,
+    key: KeyRef<'a>,
     source: usize,
     pos: usize,
 }
@@ -70,8 +69,8 @@ pub(crate) fn merge_sorted(
 ) -> Result<Vec<RecordBatch>> {
     let mut sources = Vec::new();
     for batches in inputs {
-        let rows = codec.rows_of(&batches)?;
-        if rows.num_rows() == 0 {
+        let keys = codec.sort_keys(&batches)?;
+        if keys.is_empty() {
             continue;
         }
         let mut starts = Vec::with_capacity(batches.len());
@@ -83,7 +82,7 @@ pub(crate) fn merge_sorted(
         sources.push(Source {
             batches,
             starts,
-            rows,
+            keys,
         });
     }
     let mut runs = Vec::new();
@@ -92,7 +91,7 @@ pub(crate) fn merge_sorted(
         .enumerate()
         .map(|(i, s)| {
             Reverse(Head {
-                row: s.rows.row(0),
+                key: s.keys.get(0),
                 source: i,
                 pos: 0,
             })
@@ -102,25 +101,14 @@ pub(crate) fn merge_sorted(
         let src = &sources[head.source];
         let end = match heap.peek() {
             None => src.len(),
-            Some(Reverse(next)) => {
-                // First position in this source whose key exceeds the next
-                // source's head.
-                let (mut lo, mut hi) = (head.pos + 1, src.len());
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if src.rows.row(mid) <= next.row {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                lo
-            }
+            // First position in this source whose key exceeds the next
+            // source's head.
+            Some(Reverse(next)) => src.keys.first_above(head.pos + 1, next.key),
         };
         src.emit(head.pos, end, &mut runs);
         if end < src.len() {
             heap.push(Reverse(Head {
-                row: src.rows.row(end),
+                key: src.keys.get(end),
                 source: head.source,
                 pos: end,
             }));

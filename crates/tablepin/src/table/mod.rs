@@ -12,6 +12,7 @@
 pub mod datafile;
 pub(crate) mod keys;
 pub(crate) mod merge;
+pub(crate) mod par;
 pub(crate) mod plan;
 
 use std::sync::Arc;
@@ -69,20 +70,24 @@ pub(crate) async fn scan(
 ) -> Result<(SchemaRef, Vec<RecordBatch>, ReadStats)> {
     let schema = schema_of(snap);
     let mut stats = ReadStats::default();
-    let mut per_file = Vec::with_capacity(snap.files.len());
+    let mut dvs = Vec::with_capacity(snap.files.len());
     for f in &snap.files {
-        let dv = load_dv(store, f).await?;
-        let bytes = store.get_blob(&f.data).await?;
+        dvs.push(load_dv(store, f).await?);
         stats.files += 1;
-        stats.bytes += bytes.len() as u64;
+        stats.bytes += f.bytes;
         if let Some(d) = &f.deletes {
             stats.deletion_vectors += 1;
             stats.bytes += d.bytes;
         }
         stats.rows_in_files += f.rows;
-        let batches = read_data_file(f.data, bytes, &schema, Select::Live(dv.as_ref()))?;
-        per_file.push(batches);
     }
+    // Fetch and verify every file at once, then decode them on all cores.
+    let ids: Vec<_> = snap.files.iter().map(|f| f.data).collect();
+    let blobs = store.get_blobs(&ids).await?;
+    let work: Vec<_> = ids.into_iter().zip(blobs).zip(dvs).collect();
+    let per_file = par::map(&work, |((id, bytes), dv)| {
+        read_data_file(*id, bytes.clone(), &schema, Select::Live(dv.as_ref()))
+    })?;
     let mut batches: Vec<RecordBatch> = if snap.key.is_empty() || per_file.len() < 2 {
         per_file.into_iter().flatten().collect()
     } else {
