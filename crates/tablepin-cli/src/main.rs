@@ -24,6 +24,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// Arrow and Parquet allocate many large short-lived buffers from several
+// threads; glibc's per-thread arenas hold on to freed memory, which cost the
+// lab a quarter of its peak memory (BENCHMARKS.md). jemalloc returns it.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
