@@ -316,9 +316,10 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
         let h = &r["read_head"];
         let v = &r["verify"];
         println!(
-            "Table: {} generated rows, {} stored",
+            "Table: {} generated rows, {} stored; tablepin used {} thread(s) (TABLEPIN_THREADS), the plain reader and writer one",
             r["rows"],
-            size(w["table_bytes"].as_u64().unwrap_or(0))
+            size(w["table_bytes"].as_u64().unwrap_or(0)),
+            r["threads"]
         );
         println!(
             "weekly commit (10,000 appended + 150 changed): {:.1} ms vs full Parquet rewrite {:.1} ms: ratio {:.3} (target < 0.05); {} new ({:.2}% of the table)",

@@ -14,6 +14,18 @@ mod ids;
 mod manifest;
 
 pub use content::{ContentHash, RowHash};
+
+/// How many threads CPU-bound work (hashing, decoding files) may use: the
+/// `TABLEPIN_THREADS` environment variable when it is a positive number,
+/// else the machine's cores. Every layer asks here, so one setting makes a
+/// run single-threaded (the benchmarks use it to show per-core costs).
+pub fn threads() -> usize {
+    std::env::var("TABLEPIN_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
 pub use ids::{IdParseError, ObjectId, VersionId};
 pub use manifest::{
     decode_manifest, encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, Checks,

@@ -173,6 +173,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     let mut out = json!({
         "rows": n,
         "repeat": opts.repeat,
+        "threads": tablepin_format::threads(),
         "base_commit_seconds": first_s,
         "weekly_commit": {
             "seconds_median": commit_m, "full_rewrite_seconds_median": rewrite_m,

@@ -384,11 +384,7 @@ const PARALLEL_MIN_ROWS: usize = 4 * 1024;
 pub fn hash_rows(batch: &RecordBatch) -> Result<Vec<RowHash>, RowHashError> {
     let enc = RowEncoder::new(batch)?;
     let n = enc.rows;
-    let threads = std::thread::available_parallelism()
-        .map(|t| t.get())
-        .unwrap_or(1)
-        .min(n / PARALLEL_MIN_ROWS)
-        .max(1);
+    let threads = tablepin_format::threads().min(n / PARALLEL_MIN_ROWS).max(1);
     if threads == 1 {
         let mut out = Vec::with_capacity(n);
         enc.hash_range(0, n, &mut out);

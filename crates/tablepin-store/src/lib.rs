@@ -321,10 +321,7 @@ impl Store {
                 .map_err(|e| io(&path, e))
         });
         let blobs = futures::future::try_join_all(reads).await?;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(blobs.len())
-            .max(1);
+        let threads = tablepin_format::threads().min(blobs.len()).max(1);
         let per = blobs.len().div_ceil(threads).max(1);
         let mut actual: Vec<ObjectId> = std::thread::scope(|s| {
             let handles: Vec<_> = blobs

@@ -71,8 +71,8 @@ impl Default for WriteSettings {
         Self {
             compression: "ZSTD(3)".into(),
             page_index: true,
-            data_page_rows: Some(512),
-            dictionary_page_bytes: Some(64 * 1024),
+            data_page_rows: Some(1024),
+            dictionary_page_bytes: Some(128 * 1024),
             row_group_rows: 128 * 1024,
             file_rows: 256 * 1024,
             compact_hidden_permille: default_hidden_permille(),

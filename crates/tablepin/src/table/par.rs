@@ -2,7 +2,7 @@
 //!
 //! A commit or a read touches several data files whose decoding does not
 //! depend on each other; [`map`] runs one closure per file on scoped threads
-//! (as many as there are cores, at most one per item) and returns the
+//! (as many as `tablepin_format::threads()` allows, at most one per item) and returns the
 //! results in item order. The first error wins, as in a sequential loop.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,9 +17,7 @@ where
     R: Send,
     F: Fn(&T) -> Result<R> + Sync,
 {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len());
+    let threads = tablepin_format::threads().min(items.len());
     if threads <= 1 {
         return items.iter().map(f).collect();
     }
