@@ -24,8 +24,8 @@ use serde::Serialize;
 use tablepin_format::{FileEntry, TableSnapshot};
 use tablepin_store::Store;
 
+use datafile::read_live;
 pub use datafile::WriteSettings;
-use datafile::{read_data_file, Select};
 
 use crate::error::{Error, Result};
 
@@ -86,7 +86,7 @@ pub(crate) async fn scan(
     let blobs = store.get_blobs(&ids).await?;
     let work: Vec<_> = ids.into_iter().zip(blobs).zip(dvs).collect();
     let per_file = par::map(&work, |((id, bytes), dv)| {
-        read_data_file(*id, bytes.clone(), &schema, Select::Live(dv.as_ref()))
+        read_live(*id, bytes.clone(), &schema, dv.as_ref())
     })?;
     let mut batches: Vec<RecordBatch> = if snap.key.is_empty() || per_file.len() < 2 {
         per_file.into_iter().flatten().collect()
