@@ -383,6 +383,7 @@ pub(crate) fn decode_dv(blob: ObjectId, bytes: &[u8]) -> Result<RoaringBitmap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::first_ints;
     use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
 
@@ -425,17 +426,7 @@ mod tests {
         let live = read_data_file(id, bytes.clone(), &schema, Select::Live(Some(&dv))).unwrap();
         let n: usize = live.iter().map(|b| b.num_rows()).sum();
         assert_eq!(n, 20_000 - 7);
-        let ids: Vec<i64> = live
-            .iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect();
+        let ids = first_ints(&live);
         assert_eq!(ids[0], 5);
         assert!(!ids.contains(&7_000));
         let picked = read_data_file(
@@ -445,17 +436,7 @@ mod tests {
             Select::Positions(&[3, 4, 9_999]),
         )
         .unwrap();
-        let ids: Vec<i64> = picked
-            .iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect();
+        let ids = first_ints(&picked);
         assert_eq!(ids, vec![3, 4, 9_999]);
     }
 
@@ -475,17 +456,7 @@ mod tests {
         let dense: RoaringBitmap = (0..n).filter(|p| p % 3 == 0).collect();
         for dv in [sparse, dense, RoaringBitmap::new()] {
             let got = read_live(id, bytes.clone(), &schema, Some(&dv)).unwrap();
-            let ids: Vec<i64> = got
-                .iter()
-                .flat_map(|b| {
-                    b.column(0)
-                        .as_any()
-                        .downcast_ref::<Int64Array>()
-                        .unwrap()
-                        .values()
-                        .to_vec()
-                })
-                .collect();
+            let ids = first_ints(&got);
             let expect: Vec<i64> = (0..n).filter(|p| !dv.contains(*p)).map(i64::from).collect();
             assert_eq!(ids, expect, "{} deleted", dv.len());
         }

@@ -165,6 +165,7 @@ fn coalesce(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<Vec<RecordBatc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::first_ints as ids;
     use arrow::array::{ArrayRef, Int64Array};
     use std::sync::Arc;
 
@@ -174,19 +175,6 @@ mod tests {
             Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef,
         )])
         .unwrap()
-    }
-
-    fn ids(out: &[RecordBatch]) -> Vec<i64> {
-        out.iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect()
     }
 
     #[test]

@@ -125,3 +125,18 @@ pub(crate) async fn scan(
     }
     Ok((out_schema, batches, stats))
 }
+
+/// The first column of batches, as integers (tests of reads).
+#[cfg(test)]
+pub(crate) fn first_ints(batches: &[RecordBatch]) -> Vec<i64> {
+    use arrow::array::AsArray;
+    batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
