@@ -1,6 +1,6 @@
 //! An independent check of the lab on the real Online Retail II data: the
-//! returns, the as-of figures and the files the month and week layouts
-//! store, derived a second way from plain per-line records, sharing nothing
+//! returns, the as-of figures and the files the month, week and changes
+//! layouts store, derived a second way from plain per-line records, sharing nothing
 //! with the lab but the file reader.
 //!
 //! Needs the data: `TABLEPIN_LAB_DATA`, else `../shared/data/` beside the
@@ -213,4 +213,53 @@ fn returns_and_as_of_agree_when_derived_a_second_way() {
         }
         assert_eq!(written, expect, "files the {name} layout stores");
     }
+
+    // The changes layout writes each week's new lines once, and one change
+    // file per commit that changes lines of earlier commits (the erasure's
+    // too). After week 60 every file is written again in the other order,
+    // which stores a new file only where that order differs.
+    let key = |i: &usize| {
+        let r = &recs[*i];
+        (
+            r.customer.is_none(),
+            r.customer.unwrap_or(0),
+            r.stock.as_str(),
+        )
+    };
+    let mut files: Vec<Vec<usize>> = Vec::new();
+    let last_week = recs.iter().map(|r| week(r.t)).max().unwrap();
+    for w in 0..=last_week {
+        if let Some(lines) = lines_by_week.get(&w) {
+            files.push(lines.clone());
+        }
+        let mut changed: Vec<usize> = returns_by_week
+            .get(&w)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .copied()
+            .filter(|s| w == 70 || week(recs[*s].t) < w)
+            .filter(|s| !(w > 95 && erased(*s)))
+            .collect();
+        changed.sort_unstable();
+        changed.dedup();
+        if !changed.is_empty() {
+            files.push(changed);
+        }
+        if w == 95 {
+            files.push((0..recs.len()).filter(|i| erased(*i)).collect());
+        }
+        if w == 60 {
+            let resorted: Vec<Vec<usize>> = files
+                .iter()
+                .filter_map(|f| {
+                    let mut sorted = f.clone();
+                    sorted.sort_by_key(key);
+                    (sorted != *f).then_some(sorted)
+                })
+                .collect();
+            files.extend(resorted);
+        }
+    }
+    let written = files.len();
+    assert_eq!(written, 329, "files the changes layout stores");
 }
