@@ -252,22 +252,16 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         // The reference layouts.
         // The three layouts encode at once, so that one layout's small
         // files fill the cores while another's largest file is encoded.
-        let (month_changed, week_done, changes_done) = std::thread::scope(|sc| {
+        let month_changed = std::thread::scope(|sc| {
             let (l, m, st, de, pr) = (&l, &master, &state, &delta, &props);
-            let w = sc.spawn(|| week.commit(l, m, st, de, pr));
+            let w = sc.spawn(|| week.commit(l, m, st, de, pr).map(drop));
             let c = sc.spawn(|| changes.commit(l, m, st, de, pr));
-            let mo = month.commit(l, m, st, de, pr);
-            let lost = || Err(LabError::Other("a layout thread failed".into()));
-            (
-                mo,
-                w.join()
-                    .unwrap_or_else(|_| lost().map(|_: ()| BTreeSet::new())),
-                c.join().unwrap_or_else(|_| lost()),
-            )
-        });
-        let month_changed = month_changed?;
-        week_done?;
-        changes_done?;
+            let month_changed = month.commit(l, m, st, de, pr);
+            for done in [w.join(), c.join()] {
+                done.map_err(|_| LabError::Other("a layout thread failed".into()))??;
+            }
+            month_changed
+        })?;
         layout_seconds += t.elapsed().as_secs_f64();
         // Week 0 creates its month file; rewrites start in week 1.
         if matches!(c.kind, Kind::Weekly | Kind::LinesOnly | Kind::LateReturns) {

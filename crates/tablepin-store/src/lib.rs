@@ -107,6 +107,16 @@ fn io(path: &Path, source: object_store::Error) -> StoreError {
     }
 }
 
+/// A blob read under `id` whose bytes hash to `actual` is damaged unless
+/// the two agree.
+fn check_blob(id: &ObjectId, actual: ObjectId) -> Result<()> {
+    if actual == *id {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt { id: *id, actual })
+    }
+}
+
 /// A stored blob as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobMeta {
@@ -290,19 +300,8 @@ impl Store {
 
     /// Reads a blob and checks its bytes against its name.
     pub async fn get_blob(&self, id: &ObjectId) -> Result<Bytes> {
-        let path = Self::blob_path(id);
-        let bytes = self
-            .os
-            .get(&path)
-            .await
-            .map_err(|e| io(&path, e))?
-            .bytes()
-            .await
-            .map_err(|e| io(&path, e))?;
-        let actual = ObjectId::of(&bytes);
-        if actual != *id {
-            return Err(StoreError::Corrupt { id: *id, actual });
-        }
+        let bytes = self.read_blob(id).await?;
+        check_blob(id, ObjectId::of(&bytes))?;
         Ok(bytes)
     }
 
@@ -310,17 +309,7 @@ impl Store {
     /// [`Store::get_blob`] does: the reads run concurrently and the hashing
     /// is spread over the machine's cores. The result is in `ids` order.
     pub async fn get_blobs(&self, ids: &[ObjectId]) -> Result<Vec<Bytes>> {
-        let reads = ids.iter().map(|id| async move {
-            let path = Self::blob_path(id);
-            self.os
-                .get(&path)
-                .await
-                .map_err(|e| io(&path, e))?
-                .bytes()
-                .await
-                .map_err(|e| io(&path, e))
-        });
-        let blobs = futures::future::try_join_all(reads).await?;
+        let blobs = futures::future::try_join_all(ids.iter().map(|id| self.read_blob(id))).await?;
         let threads = tablepin_format::threads().min(blobs.len()).max(1);
         let per = blobs.len().div_ceil(threads).max(1);
         let mut actual: Vec<ObjectId> = std::thread::scope(|s| {
@@ -337,15 +326,22 @@ impl Store {
             // A hashing thread could not run: hash here instead.
             actual = blobs.iter().map(|b| ObjectId::of(b)).collect();
         }
-        for (id, a) in ids.iter().zip(&actual) {
-            if a != id {
-                return Err(StoreError::Corrupt {
-                    id: *id,
-                    actual: *a,
-                });
-            }
+        for (id, a) in ids.iter().zip(actual) {
+            check_blob(id, a)?;
         }
         Ok(blobs)
+    }
+
+    /// A blob's bytes as stored, not yet checked against its name.
+    async fn read_blob(&self, id: &ObjectId) -> Result<Bytes> {
+        let path = Self::blob_path(id);
+        self.os
+            .get(&path)
+            .await
+            .map_err(|e| io(&path, e))?
+            .bytes()
+            .await
+            .map_err(|e| io(&path, e))
     }
 
     /// True when the blob is stored.
