@@ -10,6 +10,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema};
@@ -35,6 +36,9 @@ pub struct Lines {
     pub price: Float64Array,
     pub customer: Float64Array,
     pub country: StringArray,
+    /// Each line's rank in the reorder's sort key, computed on first use
+    /// (see `experiment::sort_lines`).
+    pub key_rank: OnceLock<Vec<u32>>,
 }
 
 impl Lines {
@@ -247,6 +251,7 @@ fn load_csv(path: &Path) -> Result<Lines, LabError> {
         price: all.column(5).as_primitive::<Float64Type>().clone(),
         customer: all.column(6).as_primitive::<Float64Type>().clone(),
         country: all.column(7).as_string::<i32>().clone(),
+        key_rank: OnceLock::new(),
     })
 }
 
@@ -335,6 +340,7 @@ fn load_xlsx(path: &Path) -> Result<Lines, LabError> {
         price: Float64Array::from(price),
         customer: Float64Array::from(customer),
         country: StringArray::from(country),
+        key_rank: OnceLock::new(),
     })
 }
 
