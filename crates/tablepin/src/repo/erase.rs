@@ -371,7 +371,6 @@ impl Repo {
         }
 
         // Every data file once: which rows match.
-        let props = self.config().write.properties()?;
         let mut rewrites: BTreeMap<ObjectId, FileRewrite> = BTreeMap::new();
         let mut seen: HashSet<ObjectId> = HashSet::new();
         let mut blobs: Vec<Bytes> = Vec::new();
@@ -401,6 +400,7 @@ impl Repo {
                 let new = if kept.num_rows() == 0 {
                     None
                 } else {
+                    let props = self.config().write.properties_for(&s.key)?;
                     let nb = write_data_file(&kept, &props)?;
                     let key_idx = keys::key_indices(table, &own, &s.key).unwrap_or_default();
                     let (key_min, key_max) = keys::bounds(&kept, &key_idx);

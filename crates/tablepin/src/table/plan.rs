@@ -659,7 +659,7 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         .collect();
     let mut blobs = Vec::new();
     let mut new_files = Vec::new();
-    let props = p.settings.properties()?;
+    let props = p.settings.properties_for(&key)?;
     for chunk in rows_out.chunks(p.settings.file_rows.max(1)) {
         let b = keys::take(&input, chunk)?;
         let hash_sum: ContentHash = chunk.iter().map(|i| in_hashes[*i as usize]).collect();
@@ -830,7 +830,11 @@ async fn compact(
             }
         }
     };
-    let props = settings.properties()?;
+    let key: Vec<String> = key_idx
+        .iter()
+        .map(|i| schema.field(*i).name().clone())
+        .collect();
+    let props = settings.properties_for(&key)?;
     let mut rewritten = 0;
     for i in order {
         if hidden as f64 <= target {
