@@ -373,3 +373,180 @@ pub fn columns(l: &Lines) -> Vec<ArrayRef> {
         Arc::new(l.country.clone()),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Array;
+    use rust_xlsxwriter::{ExcelDateTime, Format, Workbook};
+
+    type Line<'a> = (
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        i64,
+        &'a str,
+        f64,
+        Option<f64>,
+        &'a str,
+    );
+
+    /// A few lines as UCI ships them, per sheet: numeric invoices and stock
+    /// codes (numbers in the workbook), a cancellation, a missing
+    /// description and customer.
+    const SHEETS: [(&str, &[Line<'static>]); 2] = [
+        (
+            "Year 2009-2010",
+            &[
+                (
+                    "489434",
+                    "85048",
+                    Some("15CM CHRISTMAS GLASS BALL 20 LIGHTS"),
+                    12,
+                    "2009-12-01 07:45:00",
+                    6.95,
+                    Some(13085.0),
+                    "United Kingdom",
+                ),
+                (
+                    "C489449",
+                    "22087",
+                    Some("PAPER BUNTING WHITE LACE"),
+                    -12,
+                    "2009-12-01 10:33:00",
+                    2.95,
+                    Some(16321.0),
+                    "Australia",
+                ),
+                (
+                    "489464",
+                    "21733",
+                    None,
+                    -96,
+                    "2009-12-01 10:52:00",
+                    0.0,
+                    None,
+                    "United Kingdom",
+                ),
+            ],
+        ),
+        (
+            "Year 2010-2011",
+            &[(
+                "536365",
+                "85123A",
+                Some("WHITE HANGING HEART T-LIGHT HOLDER"),
+                6,
+                "2010-12-01 08:26:00",
+                2.55,
+                Some(17850.0),
+                "United Kingdom",
+            )],
+        ),
+    ];
+
+    fn write_csv(path: &Path) {
+        let mut s = HEADER.join(",") + "\n";
+        for (_, lines) in SHEETS {
+            for (inv, stock, desc, q, date, price, cust, country) in lines {
+                let cust = cust.map(|c| format!("{c:.1}")).unwrap_or_default();
+                s += &format!(
+                    "{inv},{stock},{},{q},{date},{price},{cust},{country}\n",
+                    desc.unwrap_or("")
+                );
+            }
+        }
+        std::fs::write(path, s).unwrap();
+    }
+
+    /// The workbook, with `bad_date` written as text in the first line and
+    /// only the first `sheets` sheets.
+    fn write_xlsx(path: &Path, sheets: usize, bad_date: bool) {
+        let mut wb = Workbook::new();
+        let date = Format::new().set_num_format("yyyy-mm-dd hh:mm:ss");
+        for (name, lines) in SHEETS.iter().take(sheets) {
+            let ws = wb.add_worksheet();
+            ws.set_name(*name).unwrap();
+            for (c, h) in HEADER.iter().enumerate() {
+                ws.write_string(0, c as u16, *h).unwrap();
+            }
+            for (r, (inv, stock, desc, q, when, price, cust, country)) in lines.iter().enumerate() {
+                let r = r as u32 + 1;
+                // Text that is a number is a number in UCI's workbook.
+                for (c, v) in [(0u16, inv), (1, stock)] {
+                    match v.parse::<f64>() {
+                        Ok(n) => ws.write_number(r, c, n).unwrap(),
+                        Err(_) => ws.write_string(r, c, *v).unwrap(),
+                    };
+                }
+                if let Some(d) = desc {
+                    ws.write_string(r, 2, *d).unwrap();
+                }
+                ws.write_number(r, 3, *q as f64).unwrap();
+                if bad_date && r == 1 {
+                    ws.write_string(r, 4, "yesterday").unwrap();
+                } else {
+                    let dt = ExcelDateTime::parse_from_str(when).unwrap();
+                    ws.write_datetime_with_format(r, 4, &dt, &date).unwrap();
+                }
+                ws.write_number(r, 5, *price).unwrap();
+                if let Some(c) = cust {
+                    ws.write_number(r, 6, *c).unwrap();
+                }
+                ws.write_string(r, 7, *country).unwrap();
+            }
+        }
+        wb.save(path).unwrap();
+    }
+
+    #[test]
+    fn the_workbook_reads_as_the_csv_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let (csv, xlsx) = (dir.path().join("d.csv"), dir.path().join("d.xlsx"));
+        write_csv(&csv);
+        write_xlsx(&xlsx, 2, false);
+        let (a, b) = (load_csv(&csv).unwrap(), load_xlsx(&xlsx).unwrap());
+        assert_eq!(a.len(), 4);
+        assert_eq!(a.invoice, b.invoice);
+        assert_eq!(a.stock, b.stock);
+        assert_eq!(a.description, b.description);
+        assert_eq!(a.quantity, b.quantity);
+        assert_eq!(a.time, b.time);
+        assert_eq!(a.price, b.price);
+        assert_eq!(a.customer, b.customer);
+        assert_eq!(a.country, b.country);
+        // Spot checks against the source lines.
+        assert_eq!(b.invoice.value(1), "C489449");
+        assert_eq!(b.stock.value(0), "85048");
+        assert!(b.description.is_null(2) && b.customer.is_null(2));
+        assert_eq!(Some(b.time[3]), parse_time("2010-12-01 08:26:00"));
+    }
+
+    #[test]
+    fn a_wrong_workbook_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = dir.path().join("one.xlsx");
+        write_xlsx(&one, 1, false);
+        let e = load_xlsx(&one).unwrap_err().to_string();
+        assert!(e.contains("no sheet 'Year 2010-2011'"), "{e}");
+        let bad = dir.path().join("bad.xlsx");
+        write_xlsx(&bad, 2, true);
+        let e = load_xlsx(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("sheet 'Year 2009-2010' row 2: InvoiceDate is not a date"),
+            "{e}"
+        );
+        // A whole load also checks the row count.
+        let e = load(&bad.with_file_name("missing.xlsx"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no such file"), "{e}");
+        let csv = dir.path().join("d.csv");
+        write_csv(&csv);
+        let e = load(&csv).unwrap_err().to_string();
+        assert!(
+            e.contains("d.csv") && e.contains("it has 4 rows; Online Retail II has 1067371"),
+            "{e}"
+        );
+    }
+}
