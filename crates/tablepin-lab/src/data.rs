@@ -80,6 +80,11 @@ fn cache_dir() -> PathBuf {
 
 /// Downloads the UCI zip with curl and extracts the workbook.
 pub fn download(to: &Path) -> Result<(), LabError> {
+    download_from(UCI_URL, to)
+}
+
+/// Downloads a zip from `url` with curl and extracts its workbook to `to`.
+fn download_from(url: &str, to: &Path) -> Result<(), LabError> {
     let err = |m: String| LabError::Data {
         path: to.display().to_string(),
         message: m,
@@ -87,11 +92,11 @@ pub fn download(to: &Path) -> Result<(), LabError> {
     let dir = to.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
     let zip_path = dir.join("online_retail_ii.zip");
-    eprintln!("Downloading Online Retail II from {UCI_URL} ...");
+    eprintln!("Downloading Online Retail II from {url} ...");
     let status = std::process::Command::new("curl")
         .args(["-fsSL", "-o"])
         .arg(&zip_path)
-        .arg(UCI_URL)
+        .arg(url)
         .status()
         .map_err(|e| {
             err(format!(
@@ -100,7 +105,7 @@ pub fn download(to: &Path) -> Result<(), LabError> {
         })?;
     if !status.success() {
         return Err(err(format!(
-            "the download from {UCI_URL} failed ({status}); pass --data PATH to a local copy"
+            "the download from {url} failed ({status}); pass --data PATH to a local copy"
         )));
     }
     let file = std::fs::File::open(&zip_path).map_err(|e| err(e.to_string()))?;
@@ -520,6 +525,47 @@ mod tests {
         assert_eq!(b.stock.value(0), "85048");
         assert!(b.description.is_null(2) && b.customer.is_null(2));
         assert_eq!(Some(b.time[3]), parse_time("2010-12-01 08:26:00"));
+    }
+
+    /// The download path end to end, through curl, from a local zip laid
+    /// out as UCI's (a folder entry, then the workbook, deflated).
+    #[test]
+    fn the_download_extracts_the_workbook_from_the_zip() {
+        use std::io::Write;
+        use zip::write::SimpleFileOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let (xlsx, csv) = (dir.path().join("w.xlsx"), dir.path().join("d.csv"));
+        write_xlsx(&xlsx, 2, false);
+        write_csv(&csv);
+        let zip_path = dir.path().join("online+retail+ii.zip");
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&zip_path).unwrap());
+        let opts =
+            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        z.start_file("README.txt", opts).unwrap();
+        z.write_all(b"not the workbook").unwrap();
+        z.start_file("online_retail_II.xlsx", opts).unwrap();
+        z.write_all(&std::fs::read(&xlsx).unwrap()).unwrap();
+        z.finish().unwrap();
+        let to = dir.path().join("cache").join("online_retail_II.xlsx");
+        download_from(&format!("file://{}", zip_path.display()), &to).unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), std::fs::read(&xlsx).unwrap());
+        assert_eq!(load_xlsx(&to).unwrap().time, load_csv(&csv).unwrap().time);
+
+        // A failed download and a zip without a workbook are clear errors.
+        let url = format!("file://{}/none.zip", dir.path().display());
+        let e = download_from(&url, &to).unwrap_err().to_string();
+        assert!(
+            e.contains("the download from") && e.contains("failed"),
+            "{e}"
+        );
+        let empty = dir.path().join("empty.zip");
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&empty).unwrap());
+        z.start_file("README.txt", opts).unwrap();
+        z.finish().unwrap();
+        let e = download_from(&format!("file://{}", empty.display()), &to)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the zip holds no .xlsx workbook"), "{e}");
     }
 
     #[test]
