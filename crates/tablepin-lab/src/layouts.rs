@@ -552,16 +552,20 @@ pub fn read_back(
 
 fn decode_many(files: &[&Bytes]) -> Result<Vec<Decoded>, LabError> {
     let mut out: Vec<Option<Result<Decoded, LabError>>> = (0..files.len()).map(|_| None).collect();
+    // Each thread takes the next file not taken yet, so that one thread is
+    // not left with the large files while the other has finished.
+    let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..2)
-            .map(|t| {
-                s.spawn(move || {
-                    files
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| i % 2 == t)
-                        .map(|(i, b)| (i, decode_one(b)))
-                        .collect::<Vec<_>>()
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(b) = files.get(i) else { break };
+                        done.push((i, decode_one(b)));
+                    }
+                    done
                 })
             })
             .collect();
