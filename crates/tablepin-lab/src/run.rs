@@ -943,25 +943,34 @@ fn as_of(l: &Lines, d: &Derived, today: &State, tags: &[Tag]) -> Vec<Value> {
     out
 }
 
+/// The repository's stored Parquet blobs (data files), each read and
+/// verified.
+async fn data_blobs(repo: &Repo) -> Result<Vec<Bytes>, LabError> {
+    let ids: Vec<ObjectId> = repo
+        .store()
+        .list_blobs()
+        .await
+        .map_err(tablepin::Error::from)?
+        .into_iter()
+        .map(|b| b.id)
+        .collect();
+    let blobs = repo
+        .store()
+        .get_blobs(&ids)
+        .await
+        .map_err(tablepin::Error::from)?;
+    Ok(blobs
+        .into_iter()
+        .filter(|b| b.len() >= 4 && &b[..4] == b"PAR1")
+        .collect())
+}
+
 /// Stored data blobs of a repository that hold a row of the customer,
 /// found by reading every Parquet blob (the lab's own check, independent of
 /// the engine's fingerprints).
 async fn holding_customer(repo: &Repo, customer: f64) -> Result<u64, LabError> {
     let mut n = 0;
-    for b in repo
-        .store()
-        .list_blobs()
-        .await
-        .map_err(tablepin::Error::from)?
-    {
-        let bytes = repo
-            .store()
-            .get_blob(&b.id)
-            .await
-            .map_err(tablepin::Error::from)?;
-        if bytes.len() < 4 || &bytes[..4] != b"PAR1" {
-            continue;
-        }
+    for bytes in data_blobs(repo).await? {
         let builder =
             parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?;
         let Ok(col) = builder.schema().index_of("Customer_ID") else {
@@ -985,23 +994,7 @@ async fn holding_customer(repo: &Repo, customer: f64) -> Result<u64, LabError> {
 }
 
 async fn count_data_blobs(repo: &Repo) -> Result<u64, LabError> {
-    let mut n = 0;
-    for b in repo
-        .store()
-        .list_blobs()
-        .await
-        .map_err(tablepin::Error::from)?
-    {
-        let bytes = repo
-            .store()
-            .get_blob(&b.id)
-            .await
-            .map_err(tablepin::Error::from)?;
-        if bytes.len() >= 4 && &bytes[..4] == b"PAR1" {
-            n += 1;
-        }
-    }
-    Ok(n)
+    Ok(data_blobs(repo).await?.len() as u64)
 }
 
 /// Copies a repository's folder tree as hard links (a copy where linking

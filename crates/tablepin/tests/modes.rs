@@ -29,6 +29,11 @@ fn o(mode: Mode) -> CommitOptions {
     }
 }
 
+/// Commits rows of the keyed test table `t` with this mode.
+async fn put(r: &Repo, rows: RecordBatch, mode: Mode) -> tablepin::Result<tablepin::CommitResult> {
+    r.commit("t", rows.schema(), vec![rows], &o(mode)).await
+}
+
 async fn repo() -> (tempfile::TempDir, Repo) {
     let dir = tempfile::tempdir().unwrap();
     let r = Repo::init(dir.path().to_str().unwrap(), WriteSettings::default())
@@ -45,30 +50,12 @@ async fn head(r: &Repo) -> RecordBatch {
 #[tokio::test]
 async fn append_upsert_delete_keep_key_order_and_hash() {
     let (_d, r) = repo().await;
-    r.commit(
-        "t",
-        t(&[], &[]).schema(),
-        vec![t(&[3, 1], &["c", "a"])],
-        &o(Mode::Overwrite),
-    )
-    .await
-    .unwrap();
-    r.commit(
-        "t",
-        t(&[], &[]).schema(),
-        vec![t(&[2], &["b"])],
-        &o(Mode::Append),
-    )
-    .await
-    .unwrap();
+    put(&r, t(&[3, 1], &["c", "a"]), Mode::Overwrite)
+        .await
+        .unwrap();
+    put(&r, t(&[2], &["b"]), Mode::Append).await.unwrap();
     assert_eq!(head(&r).await, t(&[1, 2, 3], &["a", "b", "c"]));
-    let up = r
-        .commit(
-            "t",
-            t(&[], &[]).schema(),
-            vec![t(&[3, 4, 1], &["C", "d", "a"])],
-            &o(Mode::Upsert),
-        )
+    let up = put(&r, t(&[3, 4, 1], &["C", "d", "a"]), Mode::Upsert)
         .await
         .unwrap();
     assert_eq!(
@@ -77,15 +64,7 @@ async fn append_upsert_delete_keep_key_order_and_hash() {
         "row 1 is unchanged"
     );
     assert_eq!(head(&r).await, t(&[1, 2, 3, 4], &["a", "b", "C", "d"]));
-    let del = r
-        .commit(
-            "t",
-            t(&[], &[]).schema(),
-            vec![t(&[2, 9], &["", ""])],
-            &o(Mode::Delete),
-        )
-        .await
-        .unwrap();
+    let del = put(&r, t(&[2, 9], &["", ""]), Mode::Delete).await.unwrap();
     assert_eq!(del.change.rows_deleted, 1);
     let want = t(&[1, 3, 4], &["a", "C", "d"]);
     assert_eq!(head(&r).await, want);
@@ -96,9 +75,7 @@ async fn append_upsert_delete_keep_key_order_and_hash() {
         Arc::new(Int64Array::from(vec![4])) as ArrayRef,
     )])
     .unwrap();
-    r.commit("t", keys.schema(), vec![keys], &o(Mode::Delete))
-        .await
-        .unwrap();
+    put(&r, keys, Mode::Delete).await.unwrap();
     assert_eq!(head(&r).await, t(&[1, 3], &["a", "C"]));
     let v = r.verify(&tablepin::NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
@@ -107,21 +84,10 @@ async fn append_upsert_delete_keep_key_order_and_hash() {
 #[tokio::test]
 async fn overwrite_stores_only_the_difference() {
     let (_d, r) = repo().await;
-    r.commit(
-        "t",
-        t(&[], &[]).schema(),
-        vec![t(&[1, 2, 3], &["a", "b", "c"])],
-        &o(Mode::Overwrite),
-    )
-    .await
-    .unwrap();
-    let c = r
-        .commit(
-            "t",
-            t(&[], &[]).schema(),
-            vec![t(&[4, 3, 1], &["d", "c", "A"])],
-            &o(Mode::Overwrite),
-        )
+    put(&r, t(&[1, 2, 3], &["a", "b", "c"]), Mode::Overwrite)
+        .await
+        .unwrap();
+    let c = put(&r, t(&[4, 3, 1], &["d", "c", "A"]), Mode::Overwrite)
         .await
         .unwrap();
     assert_eq!(
@@ -195,14 +161,9 @@ async fn unkeyed_tables_keep_insertion_order_and_compare_multisets() {
 #[tokio::test]
 async fn adding_a_nullable_column_rehashes_and_reads_old_rows_as_null() {
     let (_d, r) = repo().await;
-    r.commit(
-        "t",
-        t(&[], &[]).schema(),
-        vec![t(&[1, 2], &["a", "b"])],
-        &o(Mode::Overwrite),
-    )
-    .await
-    .unwrap();
+    put(&r, t(&[1, 2], &["a", "b"]), Mode::Overwrite)
+        .await
+        .unwrap();
     // The new column is declared nullable: old rows have no value for it.
     let wider = RecordBatch::try_from_iter_with_nullable(vec![
         ("id", Arc::new(Int64Array::from(vec![3])) as ArrayRef, false),
@@ -228,19 +189,13 @@ async fn adding_a_nullable_column_rehashes_and_reads_old_rows_as_null() {
         wider.columns().to_vec(),
     )
     .unwrap();
-    let err = r
-        .commit("t", strict.schema(), vec![strict], &o(Mode::Append))
-        .await
-        .unwrap_err();
+    let err = put(&r, strict, Mode::Append).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("new column 'score' is not nullable"),
         "{err}"
     );
-    let c = r
-        .commit("t", wider.schema(), vec![wider.clone()], &o(Mode::Append))
-        .await
-        .unwrap();
+    let c = put(&r, wider.clone(), Mode::Append).await.unwrap();
     assert!(c.change.checks.schema);
     let got = head(&r).await;
     assert_eq!(got.num_columns(), 3);
@@ -253,14 +208,9 @@ async fn adding_a_nullable_column_rehashes_and_reads_old_rows_as_null() {
 #[tokio::test]
 async fn a_type_change_is_refused_unless_allowed_and_then_rewrites() {
     let (_d, r) = repo().await;
-    r.commit(
-        "t",
-        t(&[], &[]).schema(),
-        vec![t(&[1, 2], &["a", "b"])],
-        &o(Mode::Overwrite),
-    )
-    .await
-    .unwrap();
+    put(&r, t(&[1, 2], &["a", "b"]), Mode::Overwrite)
+        .await
+        .unwrap();
     let other = RecordBatch::try_from_iter(vec![
         ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
         (
@@ -359,26 +309,12 @@ async fn revisions_resolve_by_tag_branch_prefix_tilde_and_time() {
 async fn racing_commits_both_land() {
     let (_d, r) = repo().await;
     let r = Arc::new(r);
-    r.commit(
-        "t",
-        t(&[], &[]).schema(),
-        vec![t(&[0], &["a"])],
-        &o(Mode::Overwrite),
-    )
-    .await
-    .unwrap();
+    put(&r, t(&[0], &["a"]), Mode::Overwrite).await.unwrap();
     let mut handles = Vec::new();
     for k in 1..=8i64 {
         let r = r.clone();
         handles.push(tokio::spawn(async move {
-            r.commit(
-                "t",
-                t(&[], &[]).schema(),
-                vec![t(&[k], &["x"])],
-                &o(Mode::Append),
-            )
-            .await
-            .unwrap()
+            put(&r, t(&[k], &["x"]), Mode::Append).await.unwrap()
         }));
     }
     for h in handles {
@@ -399,22 +335,9 @@ async fn hidden_rows_past_one_percent_are_compacted_and_the_hash_stays() {
     let ids: Vec<i64> = (0..1000).collect();
     let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    r.commit(
-        "t",
-        t(&[], &[]).schema(),
-        vec![t(&ids, &names)],
-        &o(Mode::Overwrite),
-    )
-    .await
-    .unwrap();
+    put(&r, t(&ids, &names), Mode::Overwrite).await.unwrap();
     // 5 changed rows of 1,005 in files: under 1%, a deletion vector hides them.
-    let c = r
-        .commit(
-            "t",
-            t(&[], &[]).schema(),
-            vec![t(&[1, 2, 3, 4, 5], &["x"; 5])],
-            &o(Mode::Upsert),
-        )
+    let c = put(&r, t(&[1, 2, 3, 4, 5], &["x"; 5]), Mode::Upsert)
         .await
         .unwrap();
     let s = r.snapshot(&c.version, "t").await.unwrap();
@@ -422,15 +345,7 @@ async fn hidden_rows_past_one_percent_are_compacted_and_the_hash_stays() {
     assert_eq!(s.files.iter().map(|f| f.rows).sum::<u64>(), 1005);
     // 10 more: 15 hidden of 1,015, past 1%: the file is rewritten.
     let more: Vec<i64> = (10..20).collect();
-    let c = r
-        .commit(
-            "t",
-            t(&[], &[]).schema(),
-            vec![t(&more, &["y"; 10])],
-            &o(Mode::Upsert),
-        )
-        .await
-        .unwrap();
+    let c = put(&r, t(&more, &["y"; 10]), Mode::Upsert).await.unwrap();
     let s = r.snapshot(&c.version, "t").await.unwrap();
     let in_files: u64 = s.files.iter().map(|f| f.rows).sum();
     assert!(
