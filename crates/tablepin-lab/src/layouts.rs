@@ -205,54 +205,62 @@ fn encode_job(job: &Job, props: &WriterProperties) -> Result<Bytes, LabError> {
     }
 }
 
-/// Encodes jobs on two threads, keeping their order.
-fn encode_all(jobs: Vec<Job>, props: &WriterProperties) -> Result<Vec<Rec>, LabError> {
-    let threads = 2usize;
-    let mut results: Vec<Option<Result<Rec, LabError>>> = (0..jobs.len()).map(|_| None).collect();
+/// Applies `f` to every item on two threads, each taking the next item
+/// not taken yet (so that one thread is not left with the large items
+/// while the other has finished), and returns the results in item order.
+fn on_two_threads<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, LabError> + Sync,
+) -> Result<Vec<R>, LabError> {
+    let mut out: Vec<Option<Result<R, LabError>>> = (0..items.len()).map(|_| None).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
-        let chunks: Vec<Vec<(usize, &Job)>> = {
-            let mut c: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
-            // Largest first, dealt round-robin, balances the two threads.
-            let mut order: Vec<usize> = (0..jobs.len()).collect();
-            order.sort_by_key(|i| std::cmp::Reverse(jobs[*i].cost()));
-            for (k, i) in order.into_iter().enumerate() {
-                c[k % threads].push((i, &jobs[i]));
-            }
-            c
-        };
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| {
-                s.spawn(move || {
-                    chunk
-                        .into_iter()
-                        .map(|(i, job)| {
-                            (
-                                i,
-                                encode_job(job, props).map(|bytes| Rec {
-                                    id: ObjectId::of(&bytes),
-                                    size: bytes.len() as u64,
-                                    bytes,
-                                    lines: job.lines.clone(),
-                                    rows: job.lines_rows(),
-                                }),
-                            )
-                        })
-                        .collect::<Vec<_>>()
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
                 })
             })
             .collect();
-        for h in handles {
+        for h in hs {
             if let Ok(v) = h.join() {
                 for (i, r) in v {
-                    results[i] = Some(r);
+                    out[i] = Some(r);
                 }
             }
         }
     });
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(LabError::Other("an encoding thread failed".into()))))
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(LabError::Other("a worker thread failed".into()))))
+        .collect()
+}
+
+/// Encodes jobs on two threads, largest first, keeping their order.
+fn encode_all(jobs: Vec<Job>, props: &WriterProperties) -> Result<Vec<Rec>, LabError> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|i| std::cmp::Reverse(jobs[*i].cost()));
+    let encoded = on_two_threads(&order, |&i| {
+        let job = &jobs[i];
+        encode_job(job, props).map(|bytes| Rec {
+            id: ObjectId::of(&bytes),
+            size: bytes.len() as u64,
+            bytes,
+            lines: job.lines.clone(),
+            rows: job.lines_rows(),
+        })
+    })?;
+    let mut recs: Vec<Option<Rec>> = (0..jobs.len()).map(|_| None).collect();
+    for (i, r) in order.into_iter().zip(encoded) {
+        recs[i] = Some(r);
+    }
+    recs.into_iter()
+        .map(|r| r.ok_or_else(|| LabError::Other("a job was not encoded".into())))
         .collect()
 }
 
@@ -551,35 +559,7 @@ pub fn read_back(
 }
 
 fn decode_many(files: &[&Bytes]) -> Result<Vec<Decoded>, LabError> {
-    let mut out: Vec<Option<Result<Decoded, LabError>>> = (0..files.len()).map(|_| None).collect();
-    // Each thread takes the next file not taken yet, so that one thread is
-    // not left with the large files while the other has finished.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(b) = files.get(i) else { break };
-                        done.push((i, decode_one(b)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for h in hs {
-            if let Ok(v) = h.join() {
-                for (i, r) in v {
-                    out[i] = Some(r);
-                }
-            }
-        }
-    });
-    out.into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(LabError::Other("a decoding thread failed".into()))))
-        .collect()
+    on_two_threads(files, |b| decode_one(b))
 }
 
 fn decode_one(b: &Bytes) -> Result<Decoded, LabError> {

@@ -376,6 +376,7 @@ impl Repo {
         let mut blobs: Vec<Bytes> = Vec::new();
         let mut files = Vec::new();
         for s in snaps.values() {
+            let props = self.config().write.properties_for(&s.key)?;
             for f in &s.files {
                 if !seen.insert(f.data) {
                     continue;
@@ -400,7 +401,6 @@ impl Repo {
                 let new = if kept.num_rows() == 0 {
                     None
                 } else {
-                    let props = self.config().write.properties_for(&s.key)?;
                     let nb = write_data_file(&kept, &props)?;
                     let key_idx = keys::key_indices(table, &own, &s.key).unwrap_or_default();
                     let (key_min, key_max) = keys::bounds(&kept, &key_idx);
