@@ -41,14 +41,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The plain Parquet file: one writer, the repository's settings for the
 /// table (keyed by `id`).
 fn parquet_bytes(batches: &[RecordBatch], settings: &WriteSettings) -> Result<Vec<u8>, LabError> {
-    let schema = batches
+    let first = batches
         .first()
-        .map(|b| b.schema())
-        .unwrap_or_else(tablepin_datagen::schema);
+        .cloned()
+        .unwrap_or_else(|| RecordBatch::new_empty(tablepin_datagen::schema()));
     let mut w = parquet::arrow::ArrowWriter::try_new(
         Vec::new(),
-        schema,
-        Some(settings.properties_for(&["id".into()])?),
+        first.schema(),
+        Some(settings.properties_for(&["id".into()], &first)?),
     )?;
     for b in batches {
         w.write(b)?;

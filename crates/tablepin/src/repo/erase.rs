@@ -376,7 +376,6 @@ impl Repo {
         let mut blobs: Vec<Bytes> = Vec::new();
         let mut files = Vec::new();
         for s in snaps.values() {
-            let props = self.config().write.properties_for(&s.key)?;
             for f in &s.files {
                 if !seen.insert(f.data) {
                     continue;
@@ -401,7 +400,10 @@ impl Repo {
                 let new = if kept.num_rows() == 0 {
                     None
                 } else {
-                    let nb = write_data_file(&kept, &props)?;
+                    let nb = write_data_file(
+                        &kept,
+                        &self.config().write.properties_for(&s.key, &kept)?,
+                    )?;
                     let key_idx = keys::key_indices(table, &own, &s.key).unwrap_or_default();
                     let (key_min, key_max) = keys::bounds(&kept, &key_idx);
                     let entry = FileEntry {

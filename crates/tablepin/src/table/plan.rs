@@ -659,11 +659,10 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         .collect();
     let mut blobs = Vec::new();
     let mut new_files = Vec::new();
-    let props = p.settings.properties_for(&key)?;
     for chunk in rows_out.chunks(p.settings.file_rows.max(1)) {
         let b = keys::take(&input, chunk)?;
         let hash_sum: ContentHash = chunk.iter().map(|i| in_hashes[*i as usize]).collect();
-        let (entry, bytes) = new_data_file(&b, hash_sum, &key_idx, &props)?;
+        let (entry, bytes) = new_data_file(&b, hash_sum, &key_idx, p.settings)?;
         new_files.push(entry);
         blobs.push(bytes);
     }
@@ -777,9 +776,14 @@ fn new_data_file(
     rows: &RecordBatch,
     hash_sum: ContentHash,
     key_idx: &[usize],
-    props: &parquet::file::properties::WriterProperties,
+    settings: &WriteSettings,
 ) -> Result<(FileEntry, Bytes)> {
-    let bytes = write_data_file(rows, props)?;
+    let schema = rows.schema();
+    let key: Vec<String> = key_idx
+        .iter()
+        .map(|i| schema.field(*i).name().clone())
+        .collect();
+    let bytes = write_data_file(rows, &settings.properties_for(&key, rows)?)?;
     let (key_min, key_max) = keys::bounds(rows, key_idx);
     let entry = FileEntry {
         data: ObjectId::of(&bytes),
@@ -830,11 +834,6 @@ async fn compact(
             }
         }
     };
-    let key: Vec<String> = key_idx
-        .iter()
-        .map(|i| schema.field(*i).name().clone())
-        .collect();
-    let props = settings.properties_for(&key)?;
     let mut rewritten = 0;
     for i in order {
         if hidden as f64 <= target {
@@ -865,7 +864,7 @@ async fn compact(
                         .into(),
             });
         }
-        let (entry, bytes) = new_data_file(&live, hash_sum, key_idx, &props)?;
+        let (entry, bytes) = new_data_file(&live, hash_sum, key_idx, settings)?;
         files[i] = entry;
         // The deletion vector this commit wrote for the file, if no other
         // file uses the same bitmap, is no longer needed.
