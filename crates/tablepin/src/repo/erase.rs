@@ -49,7 +49,8 @@ use tablepin_rowhash::hash_rows;
 
 use super::{now_ms, Progress, Repo};
 use crate::error::{Error, Result};
-use crate::table::datafile::{align, encode_dv, read_data_file, write_data_file, Select};
+use crate::table::datafile::{align, encode_dv, read_data_file, Select};
+use crate::table::plan::new_data_file;
 use crate::table::{keys, load_dv, schema_of};
 
 /// A compiled predicate.
@@ -400,21 +401,10 @@ impl Repo {
                 let new = if kept.num_rows() == 0 {
                     None
                 } else {
-                    let nb = write_data_file(
-                        &kept,
-                        &self.config().write.properties_for(&s.key, &kept)?,
-                    )?;
                     let key_idx = keys::key_indices(table, &own, &s.key).unwrap_or_default();
-                    let (key_min, key_max) = keys::bounds(&kept, &key_idx);
-                    let entry = FileEntry {
-                        data: ObjectId::of(&nb),
-                        rows: kept.num_rows() as u64,
-                        bytes: nb.len() as u64,
-                        hash_sum: ContentHash::EMPTY, // per snapshot schema, set below
-                        deletes: None,
-                        key_min,
-                        key_max,
-                    };
+                    // The hash sum depends on the snapshot's schema: set below.
+                    let (entry, nb) =
+                        new_data_file(&kept, ContentHash::EMPTY, &key_idx, &self.config().write)?;
                     blobs.push(nb);
                     Some(entry)
                 };

@@ -771,8 +771,9 @@ pub(crate) async fn apply_removals(
     Ok((files, blobs))
 }
 
-/// Writes rows (in their final order) as a new data file and its entry.
-fn new_data_file(
+/// Writes rows (in their final order) as a new data file and its entry:
+/// commits, compaction and erasure write every data file through here.
+pub(crate) fn new_data_file(
     rows: &RecordBatch,
     hash_sum: ContentHash,
     key_idx: &[usize],
