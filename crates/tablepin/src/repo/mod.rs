@@ -413,20 +413,28 @@ impl Repo {
             };
             // Freshen blobs the repository holds already: a gc running now
             // spares young blobs, so this commit's reuse of an old one is safe.
-            for b in &plan.blobs {
-                let out = self.store.freshen_blob(b.clone()).await?;
+            // The writes are independent (each blob is its own file) and run
+            // at once; all of them end before the version that names them
+            // is written.
+            let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
+            let written = futures::future::try_join_all(
+                plan.blobs
+                    .iter()
+                    .chain([&snap_bytes])
+                    .map(|b| self.store.freshen_blob(b.clone())),
+            )
+            .await?;
+            for out in &written {
                 if out.new {
                     change.bytes_new += out.bytes;
                     change.blobs_new += 1;
                 }
             }
-            let snap_bytes = encode_manifest("table snapshot", &plan.snapshot)?;
-            let snap_bytes = Bytes::from(snap_bytes);
-            let out = self.store.freshen_blob(snap_bytes.clone()).await?;
-            if out.new {
-                change.bytes_new += out.bytes;
-                change.blobs_new += 1;
-            }
+            let Some(out) = written.last() else {
+                return Err(Error::InvalidArgument(
+                    "internal: the table snapshot was not written".into(),
+                ));
+            };
             let mut tables = parent_version
                 .as_ref()
                 .map(|v| v.tables.clone())
@@ -463,11 +471,17 @@ impl Repo {
                     // Belt and braces against a gc that read the blobs' ages
                     // just before this commit freshened them: put back any
                     // blob of this commit that is gone.
-                    for b in plan.blobs.iter().chain([&snap_bytes]) {
-                        if !self.store.has_blob(&ObjectId::of(b)).await? {
-                            self.store.put_blob(b.clone()).await?;
-                        }
-                    }
+                    futures::future::try_join_all(
+                        plan.blobs.iter().chain([&snap_bytes]).zip(&written).map(
+                            |(b, w)| async move {
+                                if !self.store.has_blob(&w.id).await? {
+                                    self.store.put_blob(b.clone()).await?;
+                                }
+                                Ok::<_, StoreError>(())
+                            },
+                        ),
+                    )
+                    .await?;
                     return Ok(CommitResult {
                         version: vid,
                         parent: parent_id,

@@ -56,13 +56,6 @@ impl KeyCodec {
         self.idx.iter().map(|i| batch.column(*i).clone()).collect()
     }
 
-    /// The rows of a batch's key columns.
-    pub(crate) fn rows(&self, batch: &RecordBatch) -> Result<Rows> {
-        self.converter
-            .convert_columns(&self.key_columns(batch))
-            .map_err(Error::arrow("encoding keys"))
-    }
-
     /// The rows of several batches' key columns, as one `Rows`.
     pub(crate) fn rows_of(&self, batches: &[RecordBatch]) -> Result<Rows> {
         let n = batches.iter().map(|b| b.num_rows()).sum();
@@ -218,12 +211,13 @@ pub(crate) fn validate_and_order(
             });
         }
     }
-    let rows = codec.rows(batch)?;
+    // A single integer key sorts as `i64`, not as `arrow_row` rows.
+    let keys = codec.sort_keys(std::slice::from_ref(batch))?;
     let mut order: Vec<u32> = (0..batch.num_rows() as u32).collect();
-    order.sort_unstable_by(|a, b| rows.row(*a as usize).cmp(&rows.row(*b as usize)));
+    order.sort_unstable_by_key(|i| keys.get(*i as usize));
     for w in order.windows(2) {
         let (a, b) = (w[0] as usize, w[1] as usize);
-        if rows.row(a) == rows.row(b) {
+        if keys.get(a) == keys.get(b) {
             return Err(Error::DuplicateKey {
                 table: table.to_string(),
                 key: key_text(batch, &codec.idx, a),
