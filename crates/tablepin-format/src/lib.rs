@@ -12,8 +12,10 @@
 mod content;
 mod ids;
 mod manifest;
+mod par;
 
 pub use content::{ContentHash, RowHash};
+pub use par::try_map;
 
 /// How many threads CPU-bound work (hashing, decoding files) may use: the
 /// `TABLEPIN_THREADS` environment variable when it is a positive number,

@@ -205,40 +205,15 @@ fn encode_job(job: &Job, props: &WriterProperties) -> Result<Bytes, LabError> {
     }
 }
 
-/// Applies `f` to every item on two threads, each taking the next item
-/// not taken yet (so that one thread is not left with the large items
-/// while the other has finished), and returns the results in item order.
+/// Applies `f` to every item on two threads (the shared work-taking loop,
+/// so that one thread is not left with the large items while the other has
+/// finished), and returns the results in item order.
 fn on_two_threads<T: Sync, R: Send>(
     items: &[T],
     f: impl Fn(&T) -> Result<R, LabError> + Sync,
 ) -> Result<Vec<R>, LabError> {
-    let mut out: Vec<Option<Result<R, LabError>>> = (0..items.len()).map(|_| None).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        done.push((i, f(item)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for h in hs {
-            if let Ok(v) = h.join() {
-                for (i, r) in v {
-                    out[i] = Some(r);
-                }
-            }
-        }
-    });
-    out.into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(LabError::Other("a worker thread failed".into()))))
-        .collect()
+    tablepin_format::try_map(2, items, f)
+        .unwrap_or_else(|| Err(LabError::Other("a worker thread failed".into())))
 }
 
 /// Encodes jobs on two threads, largest first, keeping their order.

@@ -310,22 +310,12 @@ impl Store {
     /// is spread over the machine's cores. The result is in `ids` order.
     pub async fn get_blobs(&self, ids: &[ObjectId]) -> Result<Vec<Bytes>> {
         let blobs = futures::future::try_join_all(ids.iter().map(|id| self.read_blob(id))).await?;
-        let threads = tablepin_format::threads().min(blobs.len()).max(1);
-        let per = blobs.len().div_ceil(threads).max(1);
-        let mut actual: Vec<ObjectId> = std::thread::scope(|s| {
-            let handles: Vec<_> = blobs
-                .chunks(per)
-                .map(|c| s.spawn(move || c.iter().map(|b| ObjectId::of(b)).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
-        if actual.len() != blobs.len() {
+        let hash = |b: &Bytes| Ok::<_, std::convert::Infallible>(ObjectId::of(b));
+        let actual = match tablepin_format::try_map(tablepin_format::threads(), &blobs, hash) {
+            Some(Ok(a)) => a,
             // A hashing thread could not run: hash here instead.
-            actual = blobs.iter().map(|b| ObjectId::of(b)).collect();
-        }
+            _ => blobs.iter().map(|b| ObjectId::of(b)).collect(),
+        };
         for (id, a) in ids.iter().zip(actual) {
             check_blob(id, a)?;
         }
