@@ -417,24 +417,20 @@ impl Repo {
             // at once; all of them end before the version that names them
             // is written.
             let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
-            let written = futures::future::try_join_all(
-                plan.blobs
-                    .iter()
-                    .chain([&snap_bytes])
-                    .map(|b| self.store.freshen_blob(b.clone())),
-            )
-            .await?;
-            for out in &written {
-                if out.new {
-                    change.bytes_new += out.bytes;
+            let (written, out) = futures::try_join!(
+                futures::future::try_join_all(
+                    plan.blobs
+                        .iter()
+                        .map(|b| self.store.freshen_blob(b.clone())),
+                ),
+                self.store.freshen_blob(snap_bytes.clone()),
+            )?;
+            for o in written.iter().chain([&out]) {
+                if o.new {
+                    change.bytes_new += o.bytes;
                     change.blobs_new += 1;
                 }
             }
-            let Some(out) = written.last() else {
-                return Err(Error::InvalidArgument(
-                    "internal: the table snapshot was not written".into(),
-                ));
-            };
             let mut tables = parent_version
                 .as_ref()
                 .map(|v| v.tables.clone())
@@ -472,14 +468,16 @@ impl Repo {
                     // just before this commit freshened them: put back any
                     // blob of this commit that is gone.
                     futures::future::try_join_all(
-                        plan.blobs.iter().chain([&snap_bytes]).zip(&written).map(
-                            |(b, w)| async move {
+                        plan.blobs
+                            .iter()
+                            .chain([&snap_bytes])
+                            .zip(written.iter().chain([&out]))
+                            .map(|(b, w)| async move {
                                 if !self.store.has_blob(&w.id).await? {
                                     self.store.put_blob(b.clone()).await?;
                                 }
                                 Ok::<_, StoreError>(())
-                            },
-                        ),
+                            }),
                     )
                     .await?;
                     return Ok(CommitResult {
