@@ -5,15 +5,49 @@
 //! Work items differ in size by 20x and more (a base file beside a weekly
 //! one), so each thread takes the next item not taken yet instead of a fixed
 //! share, which left one thread idle while the other worked.
+//!
+//! The threads are rayon's, kept for the life of the process, one pool per
+//! thread count. Threads started anew for each call (as this loop did with
+//! scoped threads) cost a weekly commit ~1 ms per parallel step on this
+//! machine's VM: the second thread began its first item about 1 ms after
+//! the first, and each new thread's allocator cache was built and torn down
+//! again (BENCHMARKS.md).
 
-/// The results a thread produced, each with its item's index.
-type Done<R, E> = Vec<(usize, Result<R, E>)>;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// Applies `f` to every item on up to `threads` scoped threads (at most one
-/// per item; one thread runs inline) and returns the results in item order.
-/// After an error no thread starts a new item, and the first error in item
-/// order among the items done is returned, as a sequential loop would.
-/// `None` when a worker thread panicked.
+use rayon::prelude::*;
+
+/// Each item's result, `None` for an item not started after an error.
+type Done<R, E> = Vec<Option<Result<R, E>>>;
+
+/// The pools built so far, by thread count.
+type Pools = Vec<(usize, Arc<rayon::ThreadPool>)>;
+
+/// The process's pool of `threads` threads, built on first use; `None`
+/// when the threads cannot be started.
+fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Mutex::default).lock().ok()?;
+    if let Some((_, p)) = pools.iter().find(|(n, _)| *n == threads) {
+        return Some(p.clone());
+    }
+    let p = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("tablepin-{i}"))
+            .build()
+            .ok()?,
+    );
+    pools.push((threads, p.clone()));
+    Some(p)
+}
+
+/// Applies `f` to every item on up to `threads` threads (one thread runs
+/// inline) and returns the results in item order. After an error no thread
+/// starts a new item, and the first error in item order among the items
+/// done is returned, as a sequential loop would. `None` when a worker
+/// thread panicked or the threads could not be started.
 pub fn try_map<T, R, E, F>(threads: usize, items: &[T], f: F) -> Option<Result<Vec<R>, E>>
 where
     T: Sync,
@@ -21,46 +55,44 @@ where
     E: Send,
     F: Fn(&T) -> Result<R, E> + Sync,
 {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let threads = threads.min(items.len());
-    if threads <= 1 {
+    if threads.min(items.len()) <= 1 {
         return Some(items.iter().map(f).collect());
     }
-    let next = AtomicUsize::new(0);
-    let joined: Vec<Option<Done<R, E>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break done };
-                        let r = f(item);
-                        let failed = r.is_err();
-                        done.push((i, r));
-                        if failed {
-                            // The other threads stop at their next item.
-                            next.store(items.len(), Ordering::Relaxed);
-                            break done;
-                        }
-                    }
-                })
+    let pool = pool(threads)?;
+    let failed = AtomicBool::new(false);
+    let run = || -> Done<R, E> {
+        items
+            .par_iter()
+            // One item a task: a thread that is done takes the next one.
+            .with_max_len(1)
+            .map(|item| {
+                if failed.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let r = f(item);
+                if r.is_err() {
+                    // The other threads stop at their next item.
+                    failed.store(true, Ordering::Relaxed);
+                }
+                Some(r)
             })
-            .collect();
-        handles.into_iter().map(|h| h.join().ok()).collect()
-    });
-    let mut done: Done<R, E> = Vec::with_capacity(items.len());
-    for d in joined {
-        done.extend(d?);
+            .collect()
+    };
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.install(run))).ok()?;
+    let mut out = Vec::with_capacity(items.len());
+    let mut first_err = None;
+    for r in done {
+        match r {
+            Some(Ok(v)) if first_err.is_none() => out.push(v),
+            Some(Err(e)) if first_err.is_none() => first_err = Some(e),
+            _ => {}
+        }
     }
-    done.sort_unstable_by_key(|(i, _)| *i);
-    if let Some(pos) = done.iter().position(|(_, r)| r.is_err()) {
-        return done.swap_remove(pos).1.err().map(Err);
+    match first_err {
+        Some(e) => Some(Err(e)),
+        None if out.len() == items.len() => Some(Ok(out)),
+        None => None,
     }
-    if done.len() != items.len() {
-        return None;
-    }
-    Some(done.into_iter().map(|(_, r)| r).collect())
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use roaring::RoaringBitmap;
 use tablepin_format::{
-    Checks, ContentHash, DeletionVector, FileEntry, ObjectId, RowHash, TableSnapshot,
+    Checks, ContentHash, DeletionVector, FileEntry, KeyBound, ObjectId, RowHash, TableSnapshot,
     FORMAT_VERSION,
 };
 use tablepin_rowhash::{hash_rows, RowHashError};
@@ -86,6 +86,57 @@ pub(crate) struct TablePlan {
 struct Loc {
     file: usize,
     pos: u32,
+}
+
+/// The input's keys as bounds (single integer or text key), in key order,
+/// beside the input rows they belong to: which input rows a file's key
+/// range can hold is then two binary searches, not a comparison per row
+/// and file.
+struct SortedBounds {
+    /// `None` when the key has no bounds (composite or other types).
+    bounds: Option<Vec<KeyBound>>,
+    /// Input rows in key order.
+    order: Vec<u32>,
+}
+
+impl SortedBounds {
+    fn new(input: &RecordBatch, key_idx: &[usize], order: &[u32]) -> Self {
+        let bounds = match key_idx {
+            [k] => keys::all_bounds(input.column(*k))
+                .map(|b| order.iter().map(|i| b[*i as usize].clone()).collect()),
+            _ => None,
+        };
+        Self {
+            bounds,
+            order: order.to_vec(),
+        }
+    }
+
+    /// The input rows (in key order) whose keys lie in `file`'s key range;
+    /// `None` when that cannot be told from bounds.
+    fn within(&self, file: &FileEntry) -> Option<&[u32]> {
+        let (Some(b), Some(lo), Some(hi)) = (&self.bounds, &file.key_min, &file.key_max) else {
+            return None;
+        };
+        let start = b.partition_point(|k| k < lo);
+        let end = b.partition_point(|k| k <= hi);
+        Some(&self.order[start..end.max(start)])
+    }
+
+    /// For each input row, whether its key lies outside every one of
+    /// `files`' key ranges, so that it cannot be in the table: such a row
+    /// is new whatever the look-up finds. All false when some file's range
+    /// is unknown.
+    fn outside(&self, files: &[FileEntry], rows: usize) -> Vec<bool> {
+        let mut out = vec![self.bounds.is_some(); rows];
+        for f in files {
+            match self.within(f) {
+                Some(inside) => inside.iter().for_each(|i| out[*i as usize] = false),
+                None => return vec![false; rows],
+            }
+        }
+        out
+    }
 }
 
 /// The schema the table has after this commit, whether it moved, and
@@ -319,6 +370,7 @@ async fn locate(
     key_schema: &SchemaRef,
     codec: &KeyCodec,
     input_keys: &RecordBatch,
+    sorted: &SortedBounds,
 ) -> Result<Vec<Option<Loc>>> {
     let n = input_keys.num_rows();
     let mut out = vec![None; n];
@@ -326,18 +378,11 @@ async fn locate(
         return Ok(out);
     }
     let keys = codec.sort_keys(std::slice::from_ref(input_keys))?;
-    let bounds = if key_schema.fields().len() == 1 {
-        keys::all_bounds(input_keys.column(0))
-    } else {
-        None
-    };
     let mut work = Vec::new();
     for (fi, f) in parent.files.iter().enumerate() {
-        let cand: Vec<usize> = match (&bounds, &f.key_min, &f.key_max) {
-            (Some(b), Some(lo), Some(hi)) => {
-                (0..n).filter(|i| lo <= &b[*i] && &b[*i] <= hi).collect()
-            }
-            _ => (0..n).collect(),
+        let cand: Vec<usize> = match sorted.within(f) {
+            Some(rows) => rows.iter().map(|i| *i as usize).collect(),
+            None => (0..n).collect(),
         };
         if !cand.is_empty() {
             work.push((fi, cand));
@@ -522,6 +567,25 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     };
     let mut in_hashes = InputHashes::start(&input);
     let parent_live = if rewrite_all { None } else { parent };
+    // Rows whose keys lie outside every parent file's key range are new
+    // whatever the look-up finds, so their files are written on a worker
+    // thread while the commit reads the parent (a weekly commit's appended
+    // rows); they also go into files of their own, whose narrow key range
+    // later look-ups skip without fetching them.
+    let sorted = SortedBounds::new(&input, &key_idx, &order);
+    let outside = match &codec {
+        Some(_) => sorted.outside(
+            parent_live.map_or(&[][..], |s| &s.files[..]),
+            input.num_rows(),
+        ),
+        None => vec![false; input.num_rows()],
+    };
+    let outside_rows: Vec<u32> = order
+        .iter()
+        .copied()
+        .filter(|i| outside[*i as usize])
+        .collect();
+    let outside_files = WriteTask::start(&input, outside_rows.clone(), &key_idx, p.settings);
     let mut opened = Opened::new(store);
 
     // Decide: which input rows to write, which old positions to remove.
@@ -545,7 +609,7 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             let in_keys = input
                 .project(&key_idx)
                 .map_err(Error::arrow("reading keys"))?;
-            let found = locate(&mut opened, par, &kschema, &kcodec, &in_keys).await?;
+            let found = locate(&mut opened, par, &kschema, &kcodec, &in_keys, &sorted).await?;
             if p.mode == Mode::Append {
                 if let Some(i) = found.iter().position(Option::is_some) {
                     return Err(Error::KeyExists {
@@ -650,23 +714,30 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         }
     }
 
-    // New data files: the written rows, in key order (keyed) or input order.
+    // New data files: the written rows, in key order (keyed) or input order;
+    // first those the look-up decided, then the rows outside the parent's
+    // key ranges, written meanwhile.
     let in_hashes = in_hashes.get().await?;
     let rows_out: Vec<u32> = order
         .iter()
         .copied()
-        .filter(|i| write[*i as usize])
+        .filter(|i| write[*i as usize] && !outside[*i as usize])
         .collect();
-    let mut blobs = Vec::new();
-    let mut new_files = Vec::new();
-    for chunk in rows_out.chunks(p.settings.file_rows.max(1)) {
-        let b = keys::take(&input, chunk)?;
-        let hash_sum: ContentHash = chunk.iter().map(|i| in_hashes[*i as usize]).collect();
-        let (entry, bytes) = new_data_file(&b, hash_sum, &key_idx, p.settings)?;
-        new_files.push(entry);
-        blobs.push(bytes);
+    let (mut new_files, mut blobs) = write_files(&input, &rows_out, &key_idx, p.settings)?;
+    let (outside_new, outside_blobs) = outside_files.finish().await?;
+    new_files.extend(outside_new);
+    blobs.extend(outside_blobs);
+    for (f, rows) in new_files
+        .iter_mut()
+        .zip(file_chunks(&rows_out, p.settings).chain(file_chunks(&outside_rows, p.settings)))
+    {
+        f.hash_sum = rows.iter().map(|i| in_hashes[*i as usize]).collect();
     }
-    let added_hash: ContentHash = rows_out.iter().map(|i| in_hashes[*i as usize]).collect();
+    let added_hash: ContentHash = rows_out
+        .iter()
+        .chain(&outside_rows)
+        .map(|i| in_hashes[*i as usize])
+        .collect();
 
     // Old files: new deletion vectors where rows were removed.
     let mut files = Vec::new();
@@ -712,6 +783,66 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         rows_deleted: deleted,
         checks,
     })
+}
+
+/// New data files' entries and bytes, in the same order.
+type NewFiles = (Vec<FileEntry>, Vec<Bytes>);
+
+/// The rows of each new data file, `file_rows` at most.
+fn file_chunks<'r>(rows: &'r [u32], settings: &WriteSettings) -> std::slice::Chunks<'r, u32> {
+    rows.chunks(settings.file_rows.max(1))
+}
+
+/// Writes the rows `rows` of `input` (in that order) as new data files;
+/// their entries' `hash_sum` is left empty for the caller to fill.
+fn write_files(
+    input: &RecordBatch,
+    rows: &[u32],
+    key_idx: &[usize],
+    settings: &WriteSettings,
+) -> Result<NewFiles> {
+    let mut files = Vec::new();
+    let mut blobs = Vec::new();
+    for chunk in file_chunks(rows, settings) {
+        let b = keys::take(input, chunk)?;
+        let (entry, bytes) = new_data_file(&b, ContentHash::EMPTY, key_idx, settings)?;
+        files.push(entry);
+        blobs.push(bytes);
+    }
+    Ok((files, blobs))
+}
+
+/// New data files written on a worker thread while the commit goes on.
+struct WriteTask {
+    task: Option<tokio::task::JoinHandle<Result<NewFiles>>>,
+}
+
+impl WriteTask {
+    fn start(
+        input: &RecordBatch,
+        rows: Vec<u32>,
+        key_idx: &[usize],
+        settings: &WriteSettings,
+    ) -> Self {
+        if rows.is_empty() {
+            return Self { task: None };
+        }
+        let (input, key_idx, settings) = (input.clone(), key_idx.to_vec(), settings.clone());
+        Self {
+            task: Some(tokio::task::spawn_blocking(move || {
+                write_files(&input, &rows, &key_idx, &settings)
+            })),
+        }
+    }
+
+    async fn finish(self) -> Result<NewFiles> {
+        match self.task {
+            None => Ok((Vec::new(), Vec::new())),
+            Some(t) => t
+                .await
+                .map_err(|_| Error::InvalidArgument("a worker thread failed".into()))?,
+        }
+    }
 }
 
 /// Hashes every row of `files` again under `schema`; sets each file's
@@ -916,9 +1047,10 @@ async fn plan_delete(
         message,
     })?;
     let kcodec = KeyCodec::new(&kschema, (0..key_idx.len()).collect())?;
-    keys::validate_and_order(table, &in_keys, &kcodec)?;
+    let order = keys::validate_and_order(table, &in_keys, &kcodec)?;
+    let sorted = SortedBounds::new(&in_keys, &(0..key_idx.len()).collect::<Vec<_>>(), &order);
     let mut opened = Opened::new(store);
-    let found = locate(&mut opened, par, &kschema, &kcodec, &in_keys).await?;
+    let found = locate(&mut opened, par, &kschema, &kcodec, &in_keys, &sorted).await?;
     let mut removals: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
     for l in found.iter().flatten() {
         removals.entry(l.file).or_default().push(l.pos);
