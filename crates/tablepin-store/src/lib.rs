@@ -146,6 +146,9 @@ pub struct Store {
     location: String,
     writes: AtomicU64,
     fault_after: Option<u64>,
+    /// The object store answers without an async runtime (a local folder or
+    /// memory): a worker thread can read a blob itself (see `map_blobs`).
+    inline_reads: bool,
 }
 
 /// The folder name a local repository lives in.
@@ -179,7 +182,12 @@ impl Store {
             }
             Arc::new(LocalFileSystem::new_with_prefix(path).map_err(|e| err(e.to_string()))?)
         };
-        Ok(Self::from_object_store(os, location))
+        let mut store = Self::from_object_store(os, location);
+        // object_store's local folder reads on the calling thread when no
+        // tokio runtime is running there, as on a worker thread; memory
+        // never waits.
+        store.inline_reads = true;
+        Ok(store)
     }
 
     /// Wraps any object store.
@@ -189,6 +197,7 @@ impl Store {
             location: location.to_string(),
             writes: AtomicU64::new(0),
             fault_after: None,
+            inline_reads: false,
         }
     }
 
@@ -309,17 +318,56 @@ impl Store {
     /// [`Store::get_blob`] does: the reads run concurrently and the hashing
     /// is spread over the machine's cores. The result is in `ids` order.
     pub async fn get_blobs(&self, ids: &[ObjectId]) -> Result<Vec<Bytes>> {
-        let blobs = futures::future::try_join_all(ids.iter().map(|id| self.read_blob(id))).await?;
-        let hash = |b: &Bytes| Ok::<_, std::convert::Infallible>(ObjectId::of(b));
-        let actual = match tablepin_format::try_map(tablepin_format::threads(), &blobs, hash) {
-            Some(Ok(a)) => a,
-            // A hashing thread could not run: hash here instead.
-            _ => blobs.iter().map(|b| ObjectId::of(b)).collect(),
-        };
-        for (id, a) in ids.iter().zip(actual) {
-            check_blob(id, a)?;
+        self.map_blobs(ids, |_, b| Ok::<_, StoreError>(b)).await
+    }
+
+    /// Reads several blobs at once and hands each, verified against its
+    /// name as [`Store::get_blob`] does, to `f` with its index in `ids`.
+    /// The reads run concurrently; then each blob's hashing and its `f` run
+    /// as one job on the machine's cores, so a blob is worked on while its
+    /// bytes are still in cache, and the caller waits once for all the work
+    /// rather than once per step. The results are in `ids` order; the first
+    /// error in that order wins.
+    pub async fn map_blobs<R, E, F>(&self, ids: &[ObjectId], f: F) -> std::result::Result<Vec<R>, E>
+    where
+        R: Send,
+        E: From<StoreError> + Send,
+        F: Fn(usize, Bytes) -> std::result::Result<R, E> + Sync,
+    {
+        let threads = tablepin_format::threads();
+        if self.inline_reads && threads > 1 && ids.len() > 1 {
+            // Each job reads its blob on the worker thread that then hashes
+            // it: no hand-off to a blocking-pool thread and back per blob,
+            // and no wait for every read before the first hash. (On one
+            // thread the jobs would run on the caller's runtime thread, one
+            // read after another; the concurrent reads below serve better.)
+            let items: Vec<(usize, &ObjectId)> = ids.iter().enumerate().collect();
+            let job = |(i, id): &(usize, &ObjectId)| {
+                let b = futures::executor::block_on(self.read_blob(id))?;
+                check_blob(id, ObjectId::of(&b))?;
+                f(*i, b)
+            };
+            return match tablepin_format::try_map(threads, &items, job) {
+                Some(r) => r,
+                None => items.iter().map(job).collect(),
+            };
         }
-        Ok(blobs)
+        let blobs = futures::future::try_join_all(ids.iter().map(|id| self.read_blob(id))).await?;
+        let items: Vec<(usize, &ObjectId, Bytes)> = ids
+            .iter()
+            .zip(blobs)
+            .enumerate()
+            .map(|(i, (id, b))| (i, id, b))
+            .collect();
+        let job = |(i, id, b): &(usize, &ObjectId, Bytes)| {
+            check_blob(id, ObjectId::of(b))?;
+            f(*i, b.clone())
+        };
+        match tablepin_format::try_map(threads, &items, job) {
+            Some(r) => r,
+            // The worker threads could not run: work here instead.
+            None => items.iter().map(job).collect(),
+        }
     }
 
     /// A blob's bytes as stored, not yet checked against its name.

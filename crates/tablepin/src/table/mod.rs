@@ -70,9 +70,8 @@ pub(crate) async fn scan(
 ) -> Result<(SchemaRef, Vec<RecordBatch>, ReadStats)> {
     let schema = schema_of(snap);
     let mut stats = ReadStats::default();
-    let mut dvs = Vec::with_capacity(snap.files.len());
+    let dvs = futures::future::try_join_all(snap.files.iter().map(|f| load_dv(store, f))).await?;
     for f in &snap.files {
-        dvs.push(load_dv(store, f).await?);
         stats.files += 1;
         stats.bytes += f.bytes;
         if let Some(d) = &f.deletes {
@@ -81,13 +80,13 @@ pub(crate) async fn scan(
         }
         stats.rows_in_files += f.rows;
     }
-    // Fetch and verify every file at once, then decode them on all cores.
+    // Fetch, verify and decode each file as one job, on all cores.
     let ids: Vec<_> = snap.files.iter().map(|f| f.data).collect();
-    let blobs = store.get_blobs(&ids).await?;
-    let work: Vec<_> = ids.into_iter().zip(blobs).zip(dvs).collect();
-    let per_file = par::map(&work, |((id, bytes), dv)| {
-        read_live(*id, bytes.clone(), &schema, dv.as_ref())
-    })?;
+    let per_file = store
+        .map_blobs(&ids, |i, bytes| {
+            read_live(ids[i], bytes, &schema, dvs[i].as_ref())
+        })
+        .await?;
     let mut batches: Vec<RecordBatch> = if snap.key.is_empty() || per_file.len() < 2 {
         per_file.into_iter().flatten().collect()
     } else {

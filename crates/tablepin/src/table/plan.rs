@@ -361,21 +361,35 @@ fn locate_in_file(
     Ok(out)
 }
 
-/// Finds each input key's live position among the parent's files, reading
-/// only the files whose key range can hold it, and in them only the key
-/// pages that can.
-async fn locate(
-    opened: &mut Opened<'_>,
+/// What a look-up found in the parent: each input key's live position, and
+/// the hash of each row found (under the commit's schema).
+struct Found {
+    locs: Vec<Option<Loc>>,
+    hashes: HashMap<(usize, u32), RowHash>,
+}
+
+/// Finds each input key's live position among the parent's files and
+/// hashes the rows it finds, reading only the files whose key range can
+/// hold an input key, in them only the key pages that can, and then the
+/// pages of the rows found. Each file is fetched, verified, opened, looked
+/// up and hashed as one job on the machine's cores: one wait for all of it,
+/// where a step-by-step look-up waited four times for its slowest file.
+async fn look_up(
+    store: &Store,
     parent: &TableSnapshot,
+    schema: &SchemaRef,
     key_schema: &SchemaRef,
     codec: &KeyCodec,
     input_keys: &RecordBatch,
     sorted: &SortedBounds,
-) -> Result<Vec<Option<Loc>>> {
+) -> Result<Found> {
     let n = input_keys.num_rows();
-    let mut out = vec![None; n];
+    let mut found = Found {
+        locs: vec![None; n],
+        hashes: HashMap::new(),
+    };
     if n == 0 {
-        return Ok(out);
+        return Ok(found);
     }
     let keys = codec.sort_keys(std::slice::from_ref(input_keys))?;
     let mut work = Vec::new();
@@ -388,55 +402,37 @@ async fn locate(
             work.push((fi, cand));
         }
     }
-    opened
-        .prefetch(work.iter().map(|(fi, _)| parent.files[*fi].data))
+    let dvs = futures::future::try_join_all(
+        work.iter()
+            .map(|(fi, _)| load_dv(store, &parent.files[*fi])),
+    )
+    .await?;
+    let ids: Vec<ObjectId> = work.iter().map(|(fi, _)| parent.files[*fi].data).collect();
+    let per_file = store
+        .map_blobs(&ids, |i, bytes| {
+            let file = DataFile::open(ids[i], bytes)?;
+            let hits =
+                locate_in_file(&file, dvs[i].as_ref(), key_schema, codec, &keys, &work[i].1)?;
+            let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
+            positions.sort_unstable();
+            let mut hashes = Vec::with_capacity(positions.len());
+            if !positions.is_empty() {
+                for b in file.read(schema, Select::Positions(&positions))? {
+                    hashes.extend(hash_rows(&b)?);
+                }
+            }
+            Ok::<_, Error>((hits, positions, hashes))
+        })
         .await?;
-    let mut work2 = Vec::with_capacity(work.len());
-    for (fi, cand) in work {
-        let f = &parent.files[fi];
-        work2.push((fi, opened.data(f.data).await?, opened.dv(f).await?, cand));
-    }
-    let work = work2;
-
-    let found = par::map(&work, |(_, file, dv, cand)| {
-        locate_in_file(file, dv.as_deref(), key_schema, codec, &keys, cand)
-    })?;
-    for ((fi, ..), hits) in work.iter().zip(found) {
+    for ((fi, _), (hits, positions, hashes)) in work.iter().zip(per_file) {
         for (i, pos) in hits {
-            out[i] = Some(Loc { file: *fi, pos });
+            found.locs[i] = Some(Loc { file: *fi, pos });
+        }
+        for (p, h) in positions.into_iter().zip(hashes) {
+            found.hashes.insert((*fi, p), h);
         }
     }
-    Ok(out)
-}
-
-/// The hashes of old rows at the given positions, under `schema`.
-async fn hashes_at(
-    opened: &mut Opened<'_>,
-    parent: &TableSnapshot,
-    schema: &SchemaRef,
-    locs: &BTreeMap<usize, Vec<u32>>,
-) -> Result<HashMap<(usize, u32), RowHash>> {
-    opened
-        .prefetch(locs.keys().map(|fi| parent.files[*fi].data))
-        .await?;
-    let mut work = Vec::with_capacity(locs.len());
-    for (&fi, positions) in locs {
-        work.push((fi, opened.data(parent.files[fi].data).await?, positions));
-    }
-    let hashed = par::map(&work, |(_, file, positions)| {
-        let mut hashes = Vec::with_capacity(positions.len());
-        for b in file.read(schema, Select::Positions(positions))? {
-            hashes.extend(hash_rows(&b)?);
-        }
-        Ok(hashes)
-    })?;
-    let mut out = HashMap::new();
-    for ((fi, _, positions), hashes) in work.iter().zip(hashed) {
-        for (p, h) in positions.iter().zip(hashes) {
-            out.insert((*fi, *p), h);
-        }
-    }
-    Ok(out)
+    Ok(found)
 }
 
 /// The input's row hashes, computed on a worker thread while the commit
@@ -609,7 +605,10 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             let in_keys = input
                 .project(&key_idx)
                 .map_err(Error::arrow("reading keys"))?;
-            let found = locate(&mut opened, par, &kschema, &kcodec, &in_keys, &sorted).await?;
+            let Found {
+                locs: found,
+                hashes: old,
+            } = look_up(store, par, &schema, &kschema, &kcodec, &in_keys, &sorted).await?;
             if p.mode == Mode::Append {
                 if let Some(i) = found.iter().position(Option::is_some) {
                     return Err(Error::KeyExists {
@@ -618,12 +617,6 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
                     });
                 }
             }
-            let mut by_file: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
-            for l in found.iter().flatten() {
-                by_file.entry(l.file).or_default().push(l.pos);
-            }
-            by_file.values_mut().for_each(|v| v.sort_unstable());
-            let old = hashes_at(&mut opened, par, &schema, &by_file).await?;
             let in_hashes = in_hashes.get().await?;
             for (i, f) in found.iter().enumerate() {
                 match f {
@@ -1049,14 +1042,15 @@ async fn plan_delete(
     let kcodec = KeyCodec::new(&kschema, (0..key_idx.len()).collect())?;
     let order = keys::validate_and_order(table, &in_keys, &kcodec)?;
     let sorted = SortedBounds::new(&in_keys, &(0..key_idx.len()).collect::<Vec<_>>(), &order);
-    let mut opened = Opened::new(store);
-    let found = locate(&mut opened, par, &kschema, &kcodec, &in_keys, &sorted).await?;
+    let Found {
+        locs: found,
+        hashes: old,
+    } = look_up(store, par, &schema, &kschema, &kcodec, &in_keys, &sorted).await?;
     let mut removals: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
     for l in found.iter().flatten() {
         removals.entry(l.file).or_default().push(l.pos);
     }
     removals.values_mut().for_each(|v| v.sort_unstable());
-    let old = hashes_at(&mut opened, par, &schema, &removals).await?;
     let mut content = par.content_hash;
     for h in old.values() {
         content.sub(h);
