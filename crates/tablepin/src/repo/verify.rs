@@ -16,6 +16,7 @@ use tablepin_format::{
     decode_manifest, ContentHash, ObjectId, RefKind, RowHash, TableSnapshot, Version, VersionId,
 };
 use tablepin_rowhash::hash_rows;
+use tablepin_store::StoreError;
 
 use super::{Progress, Repo};
 use crate::error::Result;
@@ -54,6 +55,9 @@ pub struct VerifyReport {
     pub problems: Vec<String>,
 }
 
+/// Bytes of blobs `verify` reads and hashes at once.
+const VERIFY_BATCH_BYTES: u64 = 64 << 20;
+
 impl Repo {
     /// Checks every blob, ref, version and snapshot.
     pub async fn verify(&self, progress: &dyn Progress) -> Result<VerifyReport> {
@@ -63,18 +67,39 @@ impl Repo {
         let total: u64 = blobs.iter().map(|b| b.size).sum();
         progress.begin("verifying blobs", total);
         let mut bad: HashSet<ObjectId> = HashSet::new();
-        for b in &blobs {
-            match self.store().get_blob(&b.id).await {
-                Ok(bytes) => {
-                    r.bytes += bytes.len() as u64;
-                }
-                Err(e) => {
-                    bad.insert(b.id);
-                    r.problems.push(e.to_string());
+        // Blobs are read and hashed a batch at a time on all cores; a batch
+        // with a damaged blob is checked again blob by blob, so that every
+        // damaged blob is named.
+        let mut batch: Vec<ObjectId> = Vec::new();
+        let mut batch_bytes = 0u64;
+        for (i, b) in blobs.iter().enumerate() {
+            batch.push(b.id);
+            batch_bytes += b.size;
+            if batch_bytes < VERIFY_BATCH_BYTES && i + 1 < blobs.len() {
+                continue;
+            }
+            match self
+                .store()
+                .map_blobs(&batch, |_, b| Ok::<_, StoreError>(b.len() as u64))
+                .await
+            {
+                Ok(sizes) => r.bytes += sizes.iter().sum::<u64>(),
+                Err(_) => {
+                    for id in &batch {
+                        match self.store().get_blob(id).await {
+                            Ok(bytes) => r.bytes += bytes.len() as u64,
+                            Err(e) => {
+                                bad.insert(*id);
+                                r.problems.push(e.to_string());
+                            }
+                        }
+                    }
                 }
             }
-            r.blobs += 1;
-            progress.advance(b.size);
+            r.blobs += batch.len() as u64;
+            progress.advance(batch_bytes);
+            batch.clear();
+            batch_bytes = 0;
         }
         progress.end();
         let hash_secs = start.elapsed().as_secs_f64();
