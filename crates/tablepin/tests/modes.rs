@@ -364,7 +364,7 @@ async fn hidden_rows_past_one_percent_are_compacted_and_the_hash_stays() {
 }
 
 #[tokio::test]
-async fn rows_outside_every_files_key_range_get_a_file_of_their_own() {
+async fn an_upsert_writes_one_file_of_exactly_the_new_and_changed_rows() {
     use tablepin::format::KeyBound;
     // No compaction, so that the files a commit adds are the only new ones.
     let d = tempfile::tempdir().unwrap();
@@ -379,11 +379,22 @@ async fn rows_outside_every_files_key_range_get_a_file_of_their_own() {
     let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     put(&r, t(&ids, &names), Mode::Overwrite).await.unwrap();
-    let before = r.read("main", "t", None).await.unwrap().snapshot.files;
-    // 12 changes, 15 is the same row again, 5, 25 and 30 lie outside the
-    // only file's range 10..=19; 17 lies inside it but is not in the table
-    // after a delete.
     put(&r, t(&[17], &["n17"]), Mode::Delete).await.unwrap();
+    let new_files = |before: Vec<tablepin::format::FileEntry>| {
+        let r = &r;
+        async move {
+            let snap = r.read("main", "t", None).await.unwrap().snapshot;
+            snap.files
+                .iter()
+                .filter(|f| !before.iter().any(|b| b.data == f.data))
+                .map(|f| (f.rows, f.key_min.clone(), f.key_max.clone()))
+                .collect::<Vec<_>>()
+        }
+    };
+    // 15 is the same row again, so the file written while the parent was
+    // read (every input row) is dropped and the rows are written again
+    // without it: 12 changes, 17 comes back, 5, 25 and 30 are new.
+    let before = r.read("main", "t", None).await.unwrap().snapshot.files;
     let up = put(
         &r,
         t(
@@ -395,37 +406,38 @@ async fn rows_outside_every_files_key_range_get_a_file_of_their_own() {
     .await
     .unwrap();
     assert_eq!((up.change.rows_added, up.change.rows_changed), (4, 1));
-    let snap = r.read("main", "t", None).await.unwrap().snapshot;
-    let new: Vec<_> = snap
-        .files
-        .iter()
-        .filter(|f| !before.iter().any(|b| b.data == f.data))
-        .map(|f| (f.rows, f.key_min.clone(), f.key_max.clone()))
-        .collect();
-    // The rows the look-up decided (12 changed, 17 new inside the range)
-    // in one file, the rows outside every range in another.
     assert_eq!(
-        new,
-        vec![
-            (2, Some(KeyBound::Int(12)), Some(KeyBound::Int(17))),
-            (3, Some(KeyBound::Int(5)), Some(KeyBound::Int(30))),
-        ]
+        new_files(before).await,
+        vec![(5, Some(KeyBound::Int(5)), Some(KeyBound::Int(30)))]
     );
-    let mut want_ids: Vec<i64> = (10..20).chain([5, 25, 30]).collect();
+    // Every row new or changed: the file written meanwhile is the one kept.
+    let before = r.read("main", "t", None).await.unwrap().snapshot.files;
+    let up = put(&r, t(&[40, 11], &["w", "N11"]), Mode::Upsert)
+        .await
+        .unwrap();
+    assert_eq!((up.change.rows_added, up.change.rows_changed), (1, 1));
+    assert_eq!(
+        new_files(before).await,
+        vec![(2, Some(KeyBound::Int(11)), Some(KeyBound::Int(40)))]
+    );
+    let mut want_ids: Vec<i64> = (10..20).chain([5, 25, 30, 40]).collect();
     want_ids.sort_unstable();
     let want_names: Vec<String> = want_ids
         .iter()
         .map(|i| match i {
             5 => "y".into(),
+            11 => "N11".into(),
             12 => "N12".into(),
             17 => "back".into(),
             25 => "z".into(),
             30 => "x".into(),
+            40 => "w".into(),
             i => format!("n{i}"),
         })
         .collect();
     let want_names: Vec<&str> = want_names.iter().map(String::as_str).collect();
     let want = t(&want_ids, &want_names);
     assert_eq!(head(&r).await, want);
+    let snap = r.read("main", "t", None).await.unwrap().snapshot;
     assert_eq!(snap.content_hash, content_hash([&want]).unwrap());
 }

@@ -122,21 +122,6 @@ impl SortedBounds {
         let end = b.partition_point(|k| k <= hi);
         Some(&self.order[start..end.max(start)])
     }
-
-    /// For each input row, whether its key lies outside every one of
-    /// `files`' key ranges, so that it cannot be in the table: such a row
-    /// is new whatever the look-up finds. All false when some file's range
-    /// is unknown.
-    fn outside(&self, files: &[FileEntry], rows: usize) -> Vec<bool> {
-        let mut out = vec![self.bounds.is_some(); rows];
-        for f in files {
-            match self.within(f) {
-                Some(inside) => inside.iter().for_each(|i| out[*i as usize] = false),
-                None => return vec![false; rows],
-            }
-        }
-        out
-    }
 }
 
 /// The schema the table has after this commit, whether it moved, and
@@ -563,25 +548,22 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     };
     let mut in_hashes = InputHashes::start(&input);
     let parent_live = if rewrite_all { None } else { parent };
-    // Rows whose keys lie outside every parent file's key range are new
-    // whatever the look-up finds, so their files are written on a worker
-    // thread while the commit reads the parent (a weekly commit's appended
-    // rows); they also go into files of their own, whose narrow key range
-    // later look-ups skip without fetching them.
     let sorted = SortedBounds::new(&input, &key_idx, &order);
-    let outside = match &codec {
-        Some(_) => sorted.outside(
-            parent_live.map_or(&[][..], |s| &s.files[..]),
-            input.num_rows(),
-        ),
-        None => vec![false; input.num_rows()],
-    };
-    let outside_rows: Vec<u32> = order
-        .iter()
-        .copied()
-        .filter(|i| outside[*i as usize])
-        .collect();
-    let outside_files = WriteTask::start(&input, outside_rows.clone(), &key_idx, p.settings);
+    // Every input row is written when there is no parent, on an append, and
+    // on an upsert unless some row is the same again: the new file is
+    // written on a worker thread while the commit reads the parent, and
+    // used if the look-up agrees (a weekly commit's appended and changed
+    // rows); otherwise it is dropped and the rows are written afterwards.
+    let guess = WriteTask::start(
+        if parent_live.is_none() || matches!(p.mode, Mode::Append | Mode::Upsert) {
+            order.clone()
+        } else {
+            Vec::new()
+        },
+        &input,
+        &key_idx,
+        p.settings,
+    );
     let mut opened = Opened::new(store);
 
     // Decide: which input rows to write, which old positions to remove.
@@ -707,30 +689,21 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         }
     }
 
-    // New data files: the written rows, in key order (keyed) or input order;
-    // first those the look-up decided, then the rows outside the parent's
-    // key ranges, written meanwhile.
+    // New data files: the written rows, in key order (keyed) or input order.
     let in_hashes = in_hashes.get().await?;
     let rows_out: Vec<u32> = order
         .iter()
         .copied()
-        .filter(|i| write[*i as usize] && !outside[*i as usize])
+        .filter(|i| write[*i as usize])
         .collect();
-    let (mut new_files, mut blobs) = write_files(&input, &rows_out, &key_idx, p.settings)?;
-    let (outside_new, outside_blobs) = outside_files.finish().await?;
-    new_files.extend(outside_new);
-    blobs.extend(outside_blobs);
-    for (f, rows) in new_files
-        .iter_mut()
-        .zip(file_chunks(&rows_out, p.settings).chain(file_chunks(&outside_rows, p.settings)))
-    {
+    let (mut new_files, mut blobs) = match guess.finish(&rows_out).await? {
+        Some(written) => written,
+        None => write_files(&input, &rows_out, &key_idx, p.settings)?,
+    };
+    for (f, rows) in new_files.iter_mut().zip(file_chunks(&rows_out, p.settings)) {
         f.hash_sum = rows.iter().map(|i| in_hashes[*i as usize]).collect();
     }
-    let added_hash: ContentHash = rows_out
-        .iter()
-        .chain(&outside_rows)
-        .map(|i| in_hashes[*i as usize])
-        .collect();
+    let added_hash: ContentHash = rows_out.iter().map(|i| in_hashes[*i as usize]).collect();
 
     // Old files: new deletion vectors where rows were removed.
     let mut files = Vec::new();
@@ -805,35 +778,43 @@ fn write_files(
     Ok((files, blobs))
 }
 
-/// New data files written on a worker thread while the commit goes on.
+/// New data files written on a worker thread while the commit goes on,
+/// for rows the commit expects to write.
 struct WriteTask {
+    rows: Vec<u32>,
     task: Option<tokio::task::JoinHandle<Result<NewFiles>>>,
 }
 
 impl WriteTask {
     fn start(
-        input: &RecordBatch,
         rows: Vec<u32>,
+        input: &RecordBatch,
         key_idx: &[usize],
         settings: &WriteSettings,
     ) -> Self {
         if rows.is_empty() {
-            return Self { task: None };
+            return Self { rows, task: None };
         }
         let (input, key_idx, settings) = (input.clone(), key_idx.to_vec(), settings.clone());
+        let todo = rows.clone();
         Self {
+            rows,
             task: Some(tokio::task::spawn_blocking(move || {
-                write_files(&input, &rows, &key_idx, &settings)
+                write_files(&input, &todo, &key_idx, &settings)
             })),
         }
     }
 
-    async fn finish(self) -> Result<NewFiles> {
+    /// The files, when the rows to write are the rows expected; `None`
+    /// otherwise (the work is dropped).
+    async fn finish(self, rows: &[u32]) -> Result<Option<NewFiles>> {
         match self.task {
-            None => Ok((Vec::new(), Vec::new())),
-            Some(t) => t
-                .await
-                .map_err(|_| Error::InvalidArgument("a worker thread failed".into()))?,
+            Some(t) if self.rows == rows => {
+                Ok(Some(t.await.map_err(|_| {
+                    Error::InvalidArgument("a worker thread failed".into())
+                })??))
+            }
+            _ => Ok(None),
         }
     }
 }
