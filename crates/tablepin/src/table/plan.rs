@@ -853,12 +853,23 @@ pub(crate) async fn apply_removals(
 ) -> Result<(Vec<FileEntry>, Vec<Bytes>)> {
     let mut files = Vec::with_capacity(parent.files.len());
     let mut blobs = Vec::new();
+    // The deletion vectors that grow, fetched at once.
+    let growing: Vec<usize> = removals
+        .keys()
+        .copied()
+        .filter(|fi| *fi < parent.files.len())
+        .collect();
+    let loaded =
+        futures::future::try_join_all(growing.iter().map(|fi| load_dv(store, &parent.files[*fi])))
+            .await?;
+    let mut old_dvs: HashMap<usize, Option<RoaringBitmap>> =
+        growing.into_iter().zip(loaded).collect();
     for (fi, f) in parent.files.iter().enumerate() {
         let Some(pos) = removals.get(&fi) else {
             files.push(f.clone());
             continue;
         };
-        let mut bm = load_dv(store, f).await?.unwrap_or_default();
+        let mut bm = old_dvs.remove(&fi).flatten().unwrap_or_default();
         bm.extend(pos.iter().copied());
         if bm.len() >= f.rows {
             continue;
