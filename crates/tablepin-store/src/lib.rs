@@ -323,11 +323,10 @@ impl Store {
 
     /// Reads several blobs at once and hands each, verified against its
     /// name as [`Store::get_blob`] does, to `f` with its index in `ids`.
-    /// The reads run concurrently; then each blob's hashing and its `f` run
-    /// as one job on the machine's cores, so a blob is worked on while its
-    /// bytes are still in cache, and the caller waits once for all the work
-    /// rather than once per step. The results are in `ids` order; the first
-    /// error in that order wins.
+    /// Each blob's hashing and its `f` run as one job on the machine's
+    /// cores, so a blob is worked on while its bytes are still in cache, and
+    /// the caller waits once for all the work rather than once per step.
+    /// The results are in `ids` order; the first error in that order wins.
     pub async fn map_blobs<R, E, F>(&self, ids: &[ObjectId], f: F) -> std::result::Result<Vec<R>, E>
     where
         R: Send,
@@ -335,33 +334,35 @@ impl Store {
         F: Fn(usize, Bytes) -> std::result::Result<R, E> + Sync,
     {
         let threads = tablepin_format::threads();
-        if self.inline_reads && threads > 1 && ids.len() > 1 {
-            // Each job reads its blob on the worker thread that then hashes
-            // it: no hand-off to a blocking-pool thread and back per blob,
-            // and no wait for every read before the first hash. (On one
-            // thread the jobs would run on the caller's runtime thread, one
-            // read after another; the concurrent reads below serve better.)
-            let items: Vec<(usize, &ObjectId)> = ids.iter().enumerate().collect();
-            let job = |(i, id): &(usize, &ObjectId)| {
-                let b = futures::executor::block_on(self.read_blob(id))?;
-                check_blob(id, ObjectId::of(&b))?;
-                f(*i, b)
-            };
-            return match tablepin_format::try_map(threads, &items, job) {
-                Some(r) => r,
-                None => items.iter().map(job).collect(),
-            };
-        }
-        let blobs = futures::future::try_join_all(ids.iter().map(|id| self.read_blob(id))).await?;
-        let items: Vec<(usize, &ObjectId, Bytes)> = ids
+        // A store that answers without a runtime (local folder, memory) is
+        // read inside each job, on the worker thread that then hashes the
+        // blob: no hand-off to a blocking-pool thread and back per blob, and
+        // no wait for every read before the first hash. Otherwise, and on
+        // one thread (where the jobs would run on the caller's runtime
+        // thread, one read after another), the blobs are read concurrently
+        // first.
+        let fetched: Vec<Option<Bytes>> = if self.inline_reads && threads > 1 && ids.len() > 1 {
+            vec![None; ids.len()]
+        } else {
+            futures::future::try_join_all(ids.iter().map(|id| self.read_blob(id)))
+                .await?
+                .into_iter()
+                .map(Some)
+                .collect()
+        };
+        let items: Vec<(usize, &ObjectId, Option<Bytes>)> = ids
             .iter()
-            .zip(blobs)
+            .zip(fetched)
             .enumerate()
             .map(|(i, (id, b))| (i, id, b))
             .collect();
-        let job = |(i, id, b): &(usize, &ObjectId, Bytes)| {
-            check_blob(id, ObjectId::of(b))?;
-            f(*i, b.clone())
+        let job = |(i, id, b): &(usize, &ObjectId, Option<Bytes>)| {
+            let b = match b {
+                Some(b) => b.clone(),
+                None => futures::executor::block_on(self.read_blob(id))?,
+            };
+            check_blob(id, ObjectId::of(&b))?;
+            f(*i, b)
         };
         match tablepin_format::try_map(threads, &items, job) {
             Some(r) => r,

@@ -380,45 +380,44 @@ async fn an_upsert_writes_one_file_of_exactly_the_new_and_changed_rows() {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     put(&r, t(&ids, &names), Mode::Overwrite).await.unwrap();
     put(&r, t(&[17], &["n17"]), Mode::Delete).await.unwrap();
-    let new_files = |before: Vec<tablepin::format::FileEntry>| {
+    // Upserts rows; returns (added, changed) and each new file's rows and
+    // key range.
+    let upsert = |rows: RecordBatch| {
         let r = &r;
         async move {
+            let before = r.read("main", "t", None).await.unwrap().snapshot.files;
+            let up = put(r, rows, Mode::Upsert).await.unwrap();
             let snap = r.read("main", "t", None).await.unwrap().snapshot;
-            snap.files
+            let new: Vec<_> = snap
+                .files
                 .iter()
                 .filter(|f| !before.iter().any(|b| b.data == f.data))
                 .map(|f| (f.rows, f.key_min.clone(), f.key_max.clone()))
-                .collect::<Vec<_>>()
+                .collect();
+            ((up.change.rows_added, up.change.rows_changed), new)
         }
     };
     // 15 is the same row again, so the file written while the parent was
     // read (every input row) is dropped and the rows are written again
     // without it: 12 changes, 17 comes back, 5, 25 and 30 are new.
-    let before = r.read("main", "t", None).await.unwrap().snapshot.files;
-    let up = put(
-        &r,
-        t(
+    assert_eq!(
+        upsert(t(
             &[30, 12, 5, 15, 25, 17],
             &["x", "N12", "y", "n15", "z", "back"],
-        ),
-        Mode::Upsert,
-    )
-    .await
-    .unwrap();
-    assert_eq!((up.change.rows_added, up.change.rows_changed), (4, 1));
-    assert_eq!(
-        new_files(before).await,
-        vec![(5, Some(KeyBound::Int(5)), Some(KeyBound::Int(30)))]
+        ))
+        .await,
+        (
+            (4, 1),
+            vec![(5, Some(KeyBound::Int(5)), Some(KeyBound::Int(30)))]
+        )
     );
     // Every row new or changed: the file written meanwhile is the one kept.
-    let before = r.read("main", "t", None).await.unwrap().snapshot.files;
-    let up = put(&r, t(&[40, 11], &["w", "N11"]), Mode::Upsert)
-        .await
-        .unwrap();
-    assert_eq!((up.change.rows_added, up.change.rows_changed), (1, 1));
     assert_eq!(
-        new_files(before).await,
-        vec![(2, Some(KeyBound::Int(11)), Some(KeyBound::Int(40)))]
+        upsert(t(&[40, 11], &["w", "N11"])).await,
+        (
+            (1, 1),
+            vec![(2, Some(KeyBound::Int(11)), Some(KeyBound::Int(40)))]
+        )
     );
     let mut want_ids: Vec<i64> = (10..20).chain([5, 25, 30, 40]).collect();
     want_ids.sort_unstable();

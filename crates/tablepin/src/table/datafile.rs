@@ -370,11 +370,6 @@ impl DataFile {
         Ok(Self { blob, bytes, meta })
     }
 
-    /// The blob the file is.
-    pub(crate) fn blob(&self) -> ObjectId {
-        self.blob
-    }
-
     /// Rows in the file.
     pub(crate) fn rows(&self) -> usize {
         self.meta.metadata().file_metadata().num_rows().max(0) as usize

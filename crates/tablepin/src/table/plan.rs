@@ -29,7 +29,6 @@ use super::datafile::{
     align, encode_dv, read_data_file, write_data_file, DataFile, Select, WriteSettings,
 };
 use super::keys::{self, KeyCodec, KeyRef, SortKeys};
-use super::par;
 use super::{load_dv, schema_of};
 use crate::error::{Error, Result};
 
@@ -182,68 +181,6 @@ fn resolve_schema(
             "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs --mode overwrite"
         ))),
         Some(_) => Ok((Arc::new(Schema::new(input.fields().clone())), true, true)),
-    }
-}
-
-/// The parent's blobs this commit has read: each is fetched and verified
-/// once, and each data file's footer parsed once, however many steps of the
-/// commit (look-up, old row hashes) read it.
-struct Opened<'s> {
-    store: &'s Store,
-    data: HashMap<ObjectId, Arc<DataFile>>,
-    dvs: HashMap<ObjectId, Arc<RoaringBitmap>>,
-}
-
-impl<'s> Opened<'s> {
-    fn new(store: &'s Store) -> Self {
-        Self {
-            store,
-            data: HashMap::new(),
-            dvs: HashMap::new(),
-        }
-    }
-
-    async fn data(&mut self, id: ObjectId) -> Result<Arc<DataFile>> {
-        if let Some(f) = self.data.get(&id) {
-            return Ok(f.clone());
-        }
-        let bytes = self.store.get_blob(&id).await?;
-        let f = Arc::new(DataFile::open(id, bytes)?);
-        self.data.insert(id, f.clone());
-        Ok(f)
-    }
-
-    /// Fetches the data files not opened yet, all at once.
-    async fn prefetch(&mut self, ids: impl IntoIterator<Item = ObjectId>) -> Result<()> {
-        let mut missing: Vec<ObjectId> = ids
-            .into_iter()
-            .filter(|id| !self.data.contains_key(id))
-            .collect();
-        missing.sort_unstable();
-        missing.dedup();
-        let blobs = self.store.get_blobs(&missing).await?;
-        let opened = par::map(
-            &missing.into_iter().zip(blobs).collect::<Vec<_>>(),
-            |(id, b)| DataFile::open(*id, b.clone()),
-        )?;
-        for f in opened {
-            self.data.insert(f.blob(), Arc::new(f));
-        }
-        Ok(())
-    }
-
-    async fn dv(&mut self, f: &FileEntry) -> Result<Option<Arc<RoaringBitmap>>> {
-        let Some(dv) = &f.deletes else {
-            return Ok(None);
-        };
-        if let Some(b) = self.dvs.get(&dv.blob) {
-            return Ok(Some(b.clone()));
-        }
-        let Some(b) = load_dv(self.store, f).await?.map(Arc::new) else {
-            return Ok(None);
-        };
-        self.dvs.insert(dv.blob, b.clone());
-        Ok(Some(b))
     }
 }
 
@@ -451,36 +388,38 @@ struct OldRow {
 }
 
 /// Reads every live row of the parent with its hash, under `schema`, and
-/// the keys of each file's rows (for keyed tables).
+/// the keys of each file's rows (for keyed tables); each file read,
+/// verified, decoded and hashed as one job (`Store::map_blobs`).
 async fn read_all(
-    opened: &mut Opened<'_>,
+    store: &Store,
     parent: &TableSnapshot,
     schema: &SchemaRef,
     codec: Option<&KeyCodec>,
 ) -> Result<(Vec<OldRow>, Vec<SortKeys>)> {
-    opened.prefetch(parent.files.iter().map(|f| f.data)).await?;
-    let mut work = Vec::with_capacity(parent.files.len());
-    for (fi, f) in parent.files.iter().enumerate() {
-        work.push((fi, opened.data(f.data).await?, opened.dv(f).await?));
-    }
-    let per_file = par::map(&work, |(fi, file, dv)| {
-        let batches = file.read(schema, Select::All)?;
-        let keys = codec.map(|c| c.sort_keys(&batches)).transpose()?;
-        let mut rows = Vec::with_capacity(file.rows());
-        let mut pos = 0u32;
-        for b in &batches {
-            for h in hash_rows(b)? {
-                if !dv.as_ref().is_some_and(|d| d.contains(pos)) {
-                    rows.push(OldRow {
-                        loc: Loc { file: *fi, pos },
-                        hash: h,
-                    });
+    let dvs = futures::future::try_join_all(parent.files.iter().map(|f| load_dv(store, f))).await?;
+    let ids: Vec<ObjectId> = parent.files.iter().map(|f| f.data).collect();
+    let per_file = store
+        .map_blobs(&ids, |fi, bytes| {
+            let file = DataFile::open(ids[fi], bytes)?;
+            let dv = dvs[fi].as_ref();
+            let batches = file.read(schema, Select::All)?;
+            let keys = codec.map(|c| c.sort_keys(&batches)).transpose()?;
+            let mut rows = Vec::with_capacity(file.rows());
+            let mut pos = 0u32;
+            for b in &batches {
+                for h in hash_rows(b)? {
+                    if !dv.is_some_and(|d| d.contains(pos)) {
+                        rows.push(OldRow {
+                            loc: Loc { file: fi, pos },
+                            hash: h,
+                        });
+                    }
+                    pos += 1;
                 }
-                pos += 1;
             }
-        }
-        Ok((rows, keys))
-    })?;
+            Ok::<_, Error>((rows, keys))
+        })
+        .await?;
     let mut rows = Vec::new();
     let mut keys = Vec::new();
     for (r, k) in per_file {
@@ -564,7 +503,6 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         &key_idx,
         p.settings,
     );
-    let mut opened = Opened::new(store);
 
     // Decide: which input rows to write, which old positions to remove.
     let mut write = vec![false; input.num_rows()];
@@ -621,7 +559,7 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             }
         }
         (Mode::Overwrite, Some(par)) => {
-            let (old_rows, old_keys) = read_all(&mut opened, par, &schema, codec.as_ref()).await?;
+            let (old_rows, old_keys) = read_all(store, par, &schema, codec.as_ref()).await?;
             let in_hashes = in_hashes.get().await?;
             if let Some(c) = &codec {
                 let in_keys = c.sort_keys(std::slice::from_ref(&input))?;
