@@ -377,44 +377,29 @@ impl RowEncoder {
     }
 }
 
-/// Rows per thread below which hashing stays on one thread.
+/// Rows per work item when hashing spreads over threads.
 const PARALLEL_MIN_ROWS: usize = 4 * 1024;
 
-/// The rowhash-v1 hash of every row of a batch, in row order.
+/// The rowhash-v1 hash of every row of a batch, in row order. A batch of
+/// more than [`PARALLEL_MIN_ROWS`] rows is hashed in pieces of that many on
+/// the process's shared worker threads (`tablepin_format::try_map`).
 pub fn hash_rows(batch: &RecordBatch) -> Result<Vec<RowHash>, RowHashError> {
     let enc = RowEncoder::new(batch)?;
     let n = enc.rows;
-    let threads = tablepin_format::threads().min(n / PARALLEL_MIN_ROWS).max(1);
-    if threads == 1 {
+    let threads = tablepin_format::threads();
+    if threads == 1 || n <= PARALLEL_MIN_ROWS {
         let mut out = Vec::with_capacity(n);
         enc.hash_range(0, n, &mut out);
         return Ok(out);
     }
-    let chunk = n.div_ceil(threads);
-    let mut parts: Vec<Vec<RowHash>> = Vec::new();
-    let mut failed = false;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let enc = &enc;
-                s.spawn(move || {
-                    let (start, end) = (t * chunk, ((t + 1) * chunk).min(n));
-                    let mut out = Vec::with_capacity(end.saturating_sub(start));
-                    enc.hash_range(start, end, &mut out);
-                    out
-                })
-            })
-            .collect();
-        for h in handles {
-            match h.join() {
-                Ok(p) => parts.push(p),
-                Err(_) => failed = true,
-            }
-        }
-    });
-    if failed {
-        return Err(RowHashError::ThreadFailed);
-    }
+    let pieces: Vec<usize> = (0..n).step_by(PARALLEL_MIN_ROWS).collect();
+    let parts = tablepin_format::try_map(threads, &pieces, |start| {
+        let end = (start + PARALLEL_MIN_ROWS).min(n);
+        let mut out = Vec::with_capacity(end - start);
+        enc.hash_range(*start, end, &mut out);
+        Ok::<_, RowHashError>(out)
+    })
+    .ok_or(RowHashError::ThreadFailed)??;
     Ok(parts.into_iter().flatten().collect())
 }
 
