@@ -290,71 +290,94 @@ struct Found {
     hashes: HashMap<(usize, u32), RowHash>,
 }
 
-/// Finds each input key's live position among the parent's files and
-/// hashes the rows it finds, reading only the files whose key range can
-/// hold an input key, in them only the key pages that can, and then the
-/// pages of the rows found. Each file is fetched, verified, opened, looked
-/// up and hashed as one job on the machine's cores: one wait for all of it,
-/// where a step-by-step look-up waited four times for its slowest file.
-async fn look_up(
-    store: &Store,
-    parent: &TableSnapshot,
-    schema: &SchemaRef,
-    key_schema: &SchemaRef,
-    codec: &KeyCodec,
-    input_keys: &RecordBatch,
-    sorted: &SortedBounds,
-) -> Result<Found> {
-    let n = input_keys.num_rows();
-    let mut found = Found {
-        locs: vec![None; n],
-        hashes: HashMap::new(),
-    };
-    if n == 0 {
-        return Ok(found);
-    }
-    let keys = codec.sort_keys(std::slice::from_ref(input_keys))?;
-    let mut work = Vec::new();
-    for (fi, f) in parent.files.iter().enumerate() {
-        let cand: Vec<usize> = match sorted.within(f) {
-            Some(rows) => rows.iter().map(|i| *i as usize).collect(),
-            None => (0..n).collect(),
-        };
-        if !cand.is_empty() {
-            work.push((fi, cand));
-        }
-    }
-    let dvs = futures::future::try_join_all(
-        work.iter()
-            .map(|(fi, _)| load_dv(store, &parent.files[*fi])),
-    )
-    .await?;
-    let ids: Vec<ObjectId> = work.iter().map(|(fi, _)| parent.files[*fi].data).collect();
-    let per_file = store
-        .map_blobs(&ids, |i, bytes| {
-            let file = DataFile::open(ids[i], bytes)?;
-            let hits =
-                locate_in_file(&file, dvs[i].as_ref(), key_schema, codec, &keys, &work[i].1)?;
-            let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
-            positions.sort_unstable();
-            let mut hashes = Vec::with_capacity(positions.len());
-            if !positions.is_empty() {
-                for b in file.read(schema, Select::Positions(&positions))? {
-                    hashes.extend(hash_rows(&b)?);
+/// A look-up of input keys in the parent: each input key's live position
+/// among the parent's files, and the hashes of the rows found. In two
+/// steps: [`LookUp::prepare`] picks the files whose key range can hold an
+/// input key and reads their deletion vectors (small reads, done before a
+/// commit starts its CPU-bound work: queued behind it they waited ~4 ms
+/// for a core); [`LookUp::run`] reads in those files only the key pages
+/// that can hold an input key, and then the pages of the rows found. Each
+/// file is fetched, verified, opened, looked up and hashed as one job on
+/// the machine's cores: one wait for all of it.
+struct LookUp {
+    /// Parent file index and the input rows its key range can hold.
+    work: Vec<(usize, Vec<usize>)>,
+    dvs: Vec<Option<RoaringBitmap>>,
+}
+
+impl LookUp {
+    async fn prepare(
+        store: &Store,
+        parent: &TableSnapshot,
+        sorted: &SortedBounds,
+        n: usize,
+    ) -> Result<Self> {
+        let mut work = Vec::new();
+        if n > 0 {
+            for (fi, f) in parent.files.iter().enumerate() {
+                let cand: Vec<usize> = match sorted.within(f) {
+                    Some(rows) => rows.iter().map(|i| *i as usize).collect(),
+                    None => (0..n).collect(),
+                };
+                if !cand.is_empty() {
+                    work.push((fi, cand));
                 }
             }
-            Ok::<_, Error>((hits, positions, hashes))
-        })
+        }
+        let dvs = futures::future::try_join_all(
+            work.iter()
+                .map(|(fi, _)| load_dv(store, &parent.files[*fi])),
+        )
         .await?;
-    for ((fi, _), (hits, positions, hashes)) in work.iter().zip(per_file) {
-        for (i, pos) in hits {
-            found.locs[i] = Some(Loc { file: *fi, pos });
-        }
-        for (p, h) in positions.into_iter().zip(hashes) {
-            found.hashes.insert((*fi, p), h);
-        }
+        Ok(Self { work, dvs })
     }
-    Ok(found)
+
+    async fn run(
+        self,
+        store: &Store,
+        parent: &TableSnapshot,
+        schema: &SchemaRef,
+        key_schema: &SchemaRef,
+        codec: &KeyCodec,
+        input_keys: &RecordBatch,
+    ) -> Result<Found> {
+        let n = input_keys.num_rows();
+        let mut found = Found {
+            locs: vec![None; n],
+            hashes: HashMap::new(),
+        };
+        if self.work.is_empty() {
+            return Ok(found);
+        }
+        let Self { work, dvs } = self;
+        let keys = codec.sort_keys(std::slice::from_ref(input_keys))?;
+        let ids: Vec<ObjectId> = work.iter().map(|(fi, _)| parent.files[*fi].data).collect();
+        let per_file = store
+            .map_blobs(&ids, |i, bytes| {
+                let file = DataFile::open(ids[i], bytes)?;
+                let hits =
+                    locate_in_file(&file, dvs[i].as_ref(), key_schema, codec, &keys, &work[i].1)?;
+                let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
+                positions.sort_unstable();
+                let mut hashes = Vec::with_capacity(positions.len());
+                if !positions.is_empty() {
+                    for b in file.read(schema, Select::Positions(&positions))? {
+                        hashes.extend(hash_rows(&b)?);
+                    }
+                }
+                Ok::<_, Error>((hits, positions, hashes))
+            })
+            .await?;
+        for ((fi, _), (hits, positions, hashes)) in work.iter().zip(per_file) {
+            for (i, pos) in hits {
+                found.locs[i] = Some(Loc { file: *fi, pos });
+            }
+            for (p, h) in positions.into_iter().zip(hashes) {
+                found.hashes.insert((*fi, p), h);
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// The input's row hashes, computed on a worker thread while the commit
@@ -485,9 +508,18 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         Some(c) => keys::validate_and_order(table, &input, c)?,
         None => (0..input.num_rows() as u32).collect(),
     };
-    let mut in_hashes = InputHashes::start(&input);
     let parent_live = if rewrite_all { None } else { parent };
     let sorted = SortedBounds::new(&input, &key_idx, &order);
+    // An append or upsert of a keyed table looks its keys up in the parent:
+    // the look-up's small reads go first, before the CPU-bound work below
+    // takes the cores.
+    let mut prepared = match (p.mode, parent_live) {
+        (Mode::Append | Mode::Upsert, Some(par)) if codec.is_some() => {
+            Some(LookUp::prepare(store, par, &sorted, input.num_rows()).await?)
+        }
+        _ => None,
+    };
+    let mut in_hashes = InputHashes::start(&input);
     // Every input row is written when there is no parent, on an append, and
     // on an upsert unless some row is the same again: the new file is
     // written on a worker thread while the commit reads the parent, and
@@ -525,10 +557,16 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             let in_keys = input
                 .project(&key_idx)
                 .map_err(Error::arrow("reading keys"))?;
+            let lookup = match prepared.take() {
+                Some(l) => l,
+                None => LookUp::prepare(store, par, &sorted, input.num_rows()).await?,
+            };
             let Found {
                 locs: found,
                 hashes: old,
-            } = look_up(store, par, &schema, &kschema, &kcodec, &in_keys, &sorted).await?;
+            } = lookup
+                .run(store, par, &schema, &kschema, &kcodec, &in_keys)
+                .await?;
             if p.mode == Mode::Append {
                 if let Some(i) = found.iter().position(Option::is_some) {
                     return Err(Error::KeyExists {
@@ -975,7 +1013,10 @@ async fn plan_delete(
     let Found {
         locs: found,
         hashes: old,
-    } = look_up(store, par, &schema, &kschema, &kcodec, &in_keys, &sorted).await?;
+    } = LookUp::prepare(store, par, &sorted, in_keys.num_rows())
+        .await?
+        .run(store, par, &schema, &kschema, &kcodec, &in_keys)
+        .await?;
     let mut removals: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
     for l in found.iter().flatten() {
         removals.entry(l.file).or_default().push(l.pos);
