@@ -196,18 +196,41 @@ fn mostly_distinct(col: &ArrayRef) -> Result<bool> {
     if col.len() < 64 || col.data_type().is_nested() {
         return Ok(false);
     }
-    let converter = RowConverter::new(vec![SortField::new(col.data_type().clone())])
-        .map_err(Error::arrow("sampling a column's values"))?;
-    let rows = converter
-        .convert_columns(std::slice::from_ref(col))
-        .map_err(Error::arrow("sampling a column's values"))?;
+    Ok(distinct_values(col)? * 2 > col.len())
+}
+
+/// The number of distinct values in a column (null counts as one value).
+/// Integers and text are counted as they are; other types through their
+/// `arrow_row` encoding, which is one-to-one with their values. The
+/// direct count is what a commit's small file pays: through `arrow_row`,
+/// choosing the encodings of a 10,000-row file took 0.5 ms.
+fn distinct_values(col: &ArrayRef) -> Result<usize> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Int32Type, Int64Type};
     // A fixed-seed hash (nothing here may vary between runs), and a fast
     // one: with SipHash, counting took two thirds of choosing the
     // encodings of a 10,000-row file.
-    let mut distinct: HashSet<&[u8], foldhash::fast::FixedState> =
-        HashSet::with_capacity_and_hasher(rows.num_rows(), foldhash::fast::FixedState::default());
-    distinct.extend(rows.iter().map(|r| r.data()));
-    Ok(distinct.len() * 2 > col.len())
+    fn count<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>, n: usize) -> usize {
+        let mut distinct: HashSet<T, foldhash::fast::FixedState> =
+            HashSet::with_capacity_and_hasher(n, foldhash::fast::FixedState::default());
+        distinct.extend(values);
+        distinct.len()
+    }
+    let n = col.len();
+    Ok(match col.data_type() {
+        DataType::Int64 => count(col.as_primitive::<Int64Type>().iter(), n),
+        DataType::Int32 => count(col.as_primitive::<Int32Type>().iter(), n),
+        DataType::Utf8 => count(col.as_string::<i32>().iter(), n),
+        DataType::LargeUtf8 => count(col.as_string::<i64>().iter(), n),
+        _ => {
+            let converter = RowConverter::new(vec![SortField::new(col.data_type().clone())])
+                .map_err(Error::arrow("sampling a column's values"))?;
+            let rows = converter
+                .convert_columns(std::slice::from_ref(col))
+                .map_err(Error::arrow("sampling a column's values"))?;
+            count(rows.iter().map(|r| r.data()), n)
+        }
+    })
 }
 
 /// Whether a column is stored as Parquet INT32/INT64 integers that delta
@@ -650,6 +673,60 @@ mod tests {
         assert!(encodings(&b, &old.properties().unwrap())
             .iter()
             .all(|(d, _)| *d));
+    }
+
+    #[test]
+    fn distinct_values_counts_as_the_row_encoding_does() {
+        use arrow::array::{Int32Array, LargeStringArray};
+        let by_rows = |col: &ArrayRef| {
+            let conv = RowConverter::new(vec![SortField::new(col.data_type().clone())]).unwrap();
+            let rows = conv.convert_columns(std::slice::from_ref(col)).unwrap();
+            rows.iter()
+                .map(|r| r.data().to_vec())
+                .collect::<HashSet<_>>()
+                .len()
+        };
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(vec![
+                Some(1),
+                None,
+                Some(1),
+                Some(-1),
+                None,
+                Some(0),
+            ])),
+            Arc::new(Int32Array::from(vec![
+                Some(7),
+                Some(7),
+                None,
+                Some(i32::MIN),
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some(""),
+                None,
+                Some(""),
+                Some("é"),
+                Some("e"),
+                None,
+            ])),
+            Arc::new(LargeStringArray::from(vec![
+                Some("a"),
+                Some("a"),
+                None,
+                Some(""),
+            ])),
+            Arc::new(arrow::array::Float64Array::from(vec![
+                0.0,
+                -0.0,
+                f64::NAN,
+                0.0,
+            ])),
+        ];
+        for col in &cols {
+            assert_eq!(distinct_values(col).unwrap(), by_rows(col), "{col:?}");
+        }
+        assert_eq!(distinct_values(&cols[0]).unwrap(), 4);
+        assert_eq!(distinct_values(&cols[2]).unwrap(), 4);
     }
 
     #[test]
