@@ -283,12 +283,18 @@ fn locate_in_file(
     Ok(out)
 }
 
-/// What a look-up found in the parent: each input key's live position, and
-/// the hash of each row found (under the commit's schema).
+/// What a look-up found in the parent: each input key's live position, the
+/// hash of each row found (under the commit's schema), and the deletion
+/// vectors it read (by parent file), which the commit then extends.
 struct Found {
     locs: Vec<Option<Loc>>,
     hashes: HashMap<(usize, u32), RowHash>,
+    dvs: Dvs,
 }
+
+/// Deletion vectors read already, by parent file index (`None`: the file
+/// has none).
+type Dvs = HashMap<usize, Option<RoaringBitmap>>;
 
 /// A look-up of input keys in the parent: each input key's live position
 /// among the parent's files, and the hashes of the rows found. In two
@@ -345,6 +351,7 @@ impl LookUp {
         let mut found = Found {
             locs: vec![None; n],
             hashes: HashMap::new(),
+            dvs: HashMap::new(),
         };
         if self.work.is_empty() {
             return Ok(found);
@@ -376,6 +383,7 @@ impl LookUp {
                 found.hashes.insert((*fi, p), h);
             }
         }
+        found.dvs = work.iter().map(|(fi, _)| *fi).zip(dvs).collect();
         Ok(found)
     }
 }
@@ -539,6 +547,7 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     // Decide: which input rows to write, which old positions to remove.
     let mut write = vec![false; input.num_rows()];
     let mut removals: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    let mut known_dvs = Dvs::new();
     let mut removed_hash = ContentHash::EMPTY;
     let (mut added, mut changed, mut deleted) = (0u64, 0u64, 0u64);
     match (p.mode, parent_live) {
@@ -564,9 +573,11 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             let Found {
                 locs: found,
                 hashes: old,
+                dvs,
             } = lookup
                 .run(store, par, &schema, &kschema, &kcodec, &in_keys)
                 .await?;
+            known_dvs = dvs;
             if p.mode == Mode::Append {
                 if let Some(i) = found.iter().position(Option::is_some) {
                     return Err(Error::KeyExists {
@@ -684,7 +695,7 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     // Old files: new deletion vectors where rows were removed.
     let mut files = Vec::new();
     if let Some(par) = parent_live {
-        let (kept, dv_blobs) = apply_removals(store, par, &removals).await?;
+        let (kept, dv_blobs) = apply_removals(store, par, &removals, known_dvs).await?;
         files = kept;
         blobs.extend(dv_blobs);
     }
@@ -826,20 +837,20 @@ pub(crate) async fn apply_removals(
     store: &Store,
     parent: &TableSnapshot,
     removals: &BTreeMap<usize, Vec<u32>>,
+    mut old_dvs: Dvs,
 ) -> Result<(Vec<FileEntry>, Vec<Bytes>)> {
     let mut files = Vec::with_capacity(parent.files.len());
     let mut blobs = Vec::new();
-    // The deletion vectors that grow, fetched at once.
+    // The deletion vectors that grow and were not read yet, fetched at once.
     let growing: Vec<usize> = removals
         .keys()
         .copied()
-        .filter(|fi| *fi < parent.files.len())
+        .filter(|fi| *fi < parent.files.len() && !old_dvs.contains_key(fi))
         .collect();
     let loaded =
         futures::future::try_join_all(growing.iter().map(|fi| load_dv(store, &parent.files[*fi])))
             .await?;
-    let mut old_dvs: HashMap<usize, Option<RoaringBitmap>> =
-        growing.into_iter().zip(loaded).collect();
+    old_dvs.extend(growing.into_iter().zip(loaded));
     for (fi, f) in parent.files.iter().enumerate() {
         let Some(pos) = removals.get(&fi) else {
             files.push(f.clone());
@@ -1013,6 +1024,7 @@ async fn plan_delete(
     let Found {
         locs: found,
         hashes: old,
+        dvs,
     } = LookUp::prepare(store, par, &sorted, in_keys.num_rows())
         .await?
         .run(store, par, &schema, &kschema, &kcodec, &in_keys)
@@ -1027,7 +1039,7 @@ async fn plan_delete(
         content.sub(h);
     }
     let deleted = old.len() as u64;
-    let (mut files, mut blobs) = apply_removals(store, par, &removals).await?;
+    let (mut files, mut blobs) = apply_removals(store, par, &removals, dvs).await?;
     if !removals.is_empty() {
         compact(store, &mut files, &mut blobs, &schema, &key_idx, settings).await?;
     }
