@@ -243,6 +243,38 @@ fn key_pages(
     Ok(Some(ranges))
 }
 
+/// The live positions of the keys `cand` (indices into `keys`) in a file
+/// whose integer keys are dense: as many distinct keys as rows between its
+/// smallest and largest, so (the file being sorted by key) the row of key
+/// `k` is `k - smallest`, and nothing needs reading. A table keyed by a
+/// counter has such files (its first commit's, compaction's); a weekly
+/// file of new and changed rows does not. `None` for any other file.
+fn dense_positions(
+    file: &FileEntry,
+    dv: Option<&RoaringBitmap>,
+    keys: &SortKeys,
+    cand: &[usize],
+) -> Option<Vec<(usize, u32)>> {
+    let (SortKeys::Int(keys), Some(KeyBound::Int(lo)), Some(KeyBound::Int(hi))) =
+        (keys, &file.key_min, &file.key_max)
+    else {
+        return None;
+    };
+    let span = hi.checked_sub(*lo)?.checked_add(1)?;
+    if u64::try_from(span).ok()? != file.rows || file.rows > u64::from(u32::MAX) {
+        return None;
+    }
+    Some(
+        cand.iter()
+            .filter_map(|&i| {
+                let k = *keys.get(i)?;
+                let pos = u32::try_from(k.checked_sub(*lo)?).ok()?;
+                (k <= *hi && !dv.is_some_and(|d| d.contains(pos))).then_some((i, pos))
+            })
+            .collect(),
+    )
+}
+
 /// Finds the live positions of the keys `cand` (indices into `keys`) in one
 /// file, reading only the key pages that can hold them.
 fn locate_in_file(
@@ -362,8 +394,11 @@ impl LookUp {
         let per_file = store
             .map_blobs(&ids, |i, bytes| {
                 let file = DataFile::open(ids[i], bytes)?;
-                let hits =
-                    locate_in_file(&file, dvs[i].as_ref(), key_schema, codec, &keys, &work[i].1)?;
+                let (entry, dv, cand) = (&parent.files[work[i].0], dvs[i].as_ref(), &work[i].1);
+                let hits = match dense_positions(entry, dv, &keys, cand) {
+                    Some(hits) => hits,
+                    None => locate_in_file(&file, dv, key_schema, codec, &keys, cand)?,
+                };
                 let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
                 positions.sort_unstable();
                 let mut hashes = Vec::with_capacity(positions.len());
@@ -1099,6 +1134,46 @@ mod tests {
                 .map(|(n, t, null)| Field::new(*n, t.clone(), *null))
                 .collect::<Vec<_>>(),
         )
+    }
+
+    /// A file of dense integer keys is looked up by arithmetic, with the
+    /// answer the page-pruned look-up gives; other files are not.
+    #[test]
+    fn dense_keys_are_found_by_position_as_the_pages_would_find_them() {
+        use arrow::array::{ArrayRef, Int64Array};
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let props = WriteSettings::default().properties().unwrap();
+        let entry_of = |col: ArrayRef| {
+            let batch = RecordBatch::try_new(schema.clone(), vec![col]).unwrap();
+            let (lo, hi) = keys::bounds(&batch, &[0]);
+            let bytes = write_data_file(&batch, &props).unwrap();
+            let entry = FileEntry {
+                data: ObjectId::of(&bytes),
+                rows: batch.num_rows() as u64,
+                bytes: bytes.len() as u64,
+                hash_sum: ContentHash::EMPTY,
+                deletes: None,
+                key_min: lo,
+                key_max: hi,
+            };
+            (entry, DataFile::open(ObjectId::of(&bytes), bytes).unwrap())
+        };
+        let codec = KeyCodec::new(&schema, vec![0]).unwrap();
+        let wanted = Int64Array::from(vec![99, 5_000, 100, 7_099, 7_100, -3, 100_050, 4_321]);
+        let want = RecordBatch::try_new(schema.clone(), vec![Arc::new(wanted)]).unwrap();
+        let keys = codec.sort_keys(std::slice::from_ref(&want)).unwrap();
+        let cand: Vec<usize> = (0..want.num_rows()).collect();
+        let mut dv = RoaringBitmap::new();
+        dv.insert(4_900); // key 5,000
+        let (dense, file) = entry_of(Arc::new(Int64Array::from_iter_values(100..7_100)));
+        let by_position = dense_positions(&dense, Some(&dv), &keys, &cand).unwrap();
+        let by_pages = locate_in_file(&file, Some(&dv), &schema, &codec, &keys, &cand).unwrap();
+        assert_eq!(by_position, by_pages);
+        assert_eq!(by_position, [(2, 0), (3, 6_999), (7, 4_221)]);
+        // A gap among the keys: the file is not dense.
+        let gappy = (100..7_100).filter(|k| *k != 200).chain([100_050]);
+        let (sparse, _) = entry_of(Arc::new(Int64Array::from_iter_values(gappy)));
+        assert!(dense_positions(&sparse, None, &keys, &cand).is_none());
     }
 
     /// The page-pruned look-up finds exactly what a scan of every key finds,
