@@ -60,6 +60,14 @@ pub(crate) async fn load_dv(store: &Store, f: &FileEntry) -> Result<Option<Roari
     }
 }
 
+/// Loads the deletion vectors of several files at once, in their order.
+pub(crate) async fn load_dvs<'f>(
+    store: &Store,
+    files: impl IntoIterator<Item = &'f FileEntry>,
+) -> Result<Vec<Option<RoaringBitmap>>> {
+    futures::future::try_join_all(files.into_iter().map(|f| load_dv(store, f))).await
+}
+
 /// Reads every row of a snapshot: keyed tables in key order, unkeyed ones in
 /// insertion order. `columns` limits the output (key columns are read for
 /// the merge either way).
@@ -70,7 +78,7 @@ pub(crate) async fn scan(
 ) -> Result<(SchemaRef, Vec<RecordBatch>, ReadStats)> {
     let schema = schema_of(snap);
     let mut stats = ReadStats::default();
-    let dvs = futures::future::try_join_all(snap.files.iter().map(|f| load_dv(store, f))).await?;
+    let dvs = load_dvs(store, &snap.files).await?;
     for f in &snap.files {
         stats.files += 1;
         stats.bytes += f.bytes;

@@ -29,7 +29,7 @@ use super::datafile::{
     align, encode_dv, read_data_file, write_data_file, DataFile, Select, WriteSettings,
 };
 use super::keys::{self, KeyCodec, KeyRef, SortKeys};
-use super::{load_dv, schema_of};
+use super::{load_dv, load_dvs, schema_of};
 use crate::error::{Error, Result};
 
 /// How a commit's input relates to the table.
@@ -362,11 +362,7 @@ impl LookUp {
                 }
             }
         }
-        let dvs = futures::future::try_join_all(
-            work.iter()
-                .map(|(fi, _)| load_dv(store, &parent.files[*fi])),
-        )
-        .await?;
+        let dvs = load_dvs(store, work.iter().map(|(fi, _)| &parent.files[*fi])).await?;
         Ok(Self { work, dvs })
     }
 
@@ -453,6 +449,10 @@ struct OldRow {
     hash: RowHash,
 }
 
+/// Everything [`read_all`] read of the parent: its live rows, the keys of
+/// each file's rows (keyed tables), and its deletion vectors.
+type AllRows = (Vec<OldRow>, Vec<SortKeys>, Dvs);
+
 /// Reads every live row of the parent with its hash, under `schema`, and
 /// the keys of each file's rows (for keyed tables); each file read,
 /// verified, decoded and hashed as one job (`Store::map_blobs`).
@@ -461,8 +461,8 @@ async fn read_all(
     parent: &TableSnapshot,
     schema: &SchemaRef,
     codec: Option<&KeyCodec>,
-) -> Result<(Vec<OldRow>, Vec<SortKeys>)> {
-    let dvs = futures::future::try_join_all(parent.files.iter().map(|f| load_dv(store, f))).await?;
+) -> Result<AllRows> {
+    let dvs = load_dvs(store, &parent.files).await?;
     let ids: Vec<ObjectId> = parent.files.iter().map(|f| f.data).collect();
     let per_file = store
         .map_blobs(&ids, |fi, bytes| {
@@ -492,7 +492,7 @@ async fn read_all(
         rows.extend(r);
         keys.extend(k);
     }
-    Ok((rows, keys))
+    Ok((rows, keys, dvs.into_iter().enumerate().collect()))
 }
 
 /// Plans a commit to one table.
@@ -643,7 +643,8 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             }
         }
         (Mode::Overwrite, Some(par)) => {
-            let (old_rows, old_keys) = read_all(store, par, &schema, codec.as_ref()).await?;
+            let (old_rows, old_keys, dvs) = read_all(store, par, &schema, codec.as_ref()).await?;
+            known_dvs = dvs;
             let in_hashes = in_hashes.get().await?;
             if let Some(c) = &codec {
                 let in_keys = c.sort_keys(std::slice::from_ref(&input))?;
@@ -882,9 +883,7 @@ pub(crate) async fn apply_removals(
         .copied()
         .filter(|fi| *fi < parent.files.len() && !old_dvs.contains_key(fi))
         .collect();
-    let loaded =
-        futures::future::try_join_all(growing.iter().map(|fi| load_dv(store, &parent.files[*fi])))
-            .await?;
+    let loaded = load_dvs(store, growing.iter().map(|fi| &parent.files[*fi])).await?;
     old_dvs.extend(growing.into_iter().zip(loaded));
     for (fi, f) in parent.files.iter().enumerate() {
         let Some(pos) = removals.get(&fi) else {
