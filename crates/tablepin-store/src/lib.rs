@@ -154,6 +154,10 @@ pub struct Store {
 /// The folder name a local repository lives in.
 pub const LOCAL_DIR: &str = ".tablepin";
 
+/// Blobs of this size and more are looked for before they are written
+/// (see [`Store::put_blob`]).
+const PROBE_FIRST_BYTES: usize = 1 << 20;
+
 impl Store {
     /// Opens storage at a location: a local folder path, `file://…`, or
     /// `memory://` (a fresh in-memory store, for tests). The folder must exist.
@@ -231,23 +235,29 @@ impl Store {
         Path::from(format!("objects/{}", id.fanout_path()))
     }
 
-    /// Stores bytes under their hash, put-if-absent.
+    /// Stores bytes under their hash, put-if-absent; says whether they were
+    /// new.
     pub async fn put_blob(&self, bytes: Bytes) -> Result<PutOutcome> {
         let id = ObjectId::of(&bytes);
         let len = bytes.len() as u64;
         let path = Self::blob_path(&id);
-        // A cheap existence check first: most puts of a repeated write find
-        // the blob and then cost no write at all.
-        match self.os.head(&path).await {
-            Ok(_) => {
-                return Ok(PutOutcome {
-                    id,
-                    new: false,
-                    bytes: len,
-                })
+        // A large blob is looked for first: a repeated write then finds it
+        // and writes nothing. A small one is created straight away: writing
+        // it costs about what the look costs, and a commit's small blobs
+        // (its version, snapshot and deletion vectors) are nearly always
+        // new, so the look would only add a round trip to every commit.
+        if bytes.len() >= PROBE_FIRST_BYTES {
+            match self.os.head(&path).await {
+                Ok(_) => {
+                    return Ok(PutOutcome {
+                        id,
+                        new: false,
+                        bytes: len,
+                    })
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(io(&path, e)),
             }
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(io(&path, e)),
         }
         self.before_write();
         let opts = PutOptions {

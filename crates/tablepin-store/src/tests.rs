@@ -114,6 +114,59 @@ async fn local_store_keeps_the_contract() {
     assert!(s.list_blobs().await.unwrap().is_empty());
 }
 
+/// Every file under `dir`, relative paths, sorted.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_repeated_put_writes_nothing_whatever_the_size() {
+    // A small blob is created straight away and a large one looked for
+    // first: either way the second put of the same bytes is not new, keeps
+    // the stored file as it was, and leaves no staging file behind.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let small = Bytes::from(vec![7u8; 100]);
+    let large = Bytes::from(
+        (0..PROBE_FIRST_BYTES + 1)
+            .map(|i| i as u8)
+            .collect::<Vec<_>>(),
+    );
+    for bytes in [small, large] {
+        let first = store.put_blob(bytes.clone()).await.unwrap();
+        assert!(first.new);
+        let path = dir.path().join("objects").join(first.id.fanout_path());
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let listed = files_under(dir.path());
+        let writes = store.writes();
+        let again = store.put_blob(bytes.clone()).await.unwrap();
+        assert!(!again.new, "{} bytes stored twice", bytes.len());
+        assert_eq!(again.bytes, bytes.len() as u64);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().modified().unwrap(),
+            before
+        );
+        assert_eq!(files_under(dir.path()), listed);
+        // Only a small blob's second put tries a write (and finds the blob).
+        let tried = u64::from(bytes.len() < PROBE_FIRST_BYTES);
+        assert_eq!(store.writes(), writes + tried);
+        assert_eq!(store.get_blob(&first.id).await.unwrap(), bytes);
+    }
+}
+
 #[tokio::test]
 async fn damaged_blob_is_named() {
     let dir = tempfile::tempdir().unwrap();

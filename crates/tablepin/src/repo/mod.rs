@@ -466,12 +466,16 @@ impl Repo {
                 Ok(()) => {
                     // Belt and braces against a gc that read the blobs' ages
                     // just before this commit freshened them: put back any
-                    // blob of this commit that is gone.
+                    // blob of this commit that is gone. Only a blob that was
+                    // there already can be: one this commit created was
+                    // absent when the gc's deletes had already run, and a
+                    // gc deletes only blobs it listed.
                     futures::future::try_join_all(
                         plan.blobs
                             .iter()
                             .chain([&snap_bytes])
                             .zip(written.iter().chain([&out]))
+                            .filter(|(_, w)| !w.new)
                             .map(|(b, w)| async move {
                                 if !self.store.has_blob(&w.id).await? {
                                     self.store.put_blob(b.clone()).await?;
