@@ -70,6 +70,16 @@ pub struct WriteSettings {
     /// bytes. Repositories made before read it as off (serde default).
     #[serde(default)]
     pub adaptive_encoding: bool,
+    /// With adaptive encoding: text and binary columns are written as
+    /// DELTA_LENGTH_BYTE_ARRAY where they have no dictionary (and fall back
+    /// to it where a dictionary overflows): the values' lengths,
+    /// delta-encoded, then their bytes back to back, which zstd compresses
+    /// better than values each behind its length. Measured on a generated
+    /// 262,144-row file: 2.54 -> 2.42 MB, reading 37 scattered rows of all
+    /// columns 975 -> 809 µs (of the mostly-distinct text column, 499 ->
+    /// 329 µs). Repositories made before read it as off (serde default).
+    #[serde(default)]
+    pub length_encoding: bool,
     /// Rows per row group.
     pub row_group_rows: usize,
     /// Rows per data file: larger writes are split.
@@ -97,6 +107,7 @@ impl Default for WriteSettings {
             dictionary_page_bytes: Some(128 * 1024),
             plain_key: true,
             adaptive_encoding: true,
+            length_encoding: true,
             // One row group per file: a read of a few rows sets up a page
             // reader (and a zstd context) per column chunk, so two groups
             // cost it twice (BENCHMARKS.md).
@@ -119,6 +130,7 @@ impl WriteSettings {
             dictionary_page_bytes: None,
             plain_key: false,
             adaptive_encoding: false,
+            length_encoding: false,
             row_group_rows: 1024 * 1024,
             file_rows: 1024 * 1024,
             compact_hidden_permille: default_hidden_permille(),
@@ -146,6 +158,8 @@ impl WriteSettings {
                 }
                 if delta_encodable(field.data_type()) {
                     b = b.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+                } else if self.length_encoding && length_encodable(field.data_type()) {
+                    b = b.set_column_encoding(path, Encoding::DELTA_LENGTH_BYTE_ARRAY);
                 }
             }
         }
@@ -251,6 +265,17 @@ fn delta_encodable(t: &DataType) -> bool {
             | DataType::Timestamp(..)
             | DataType::Time32(_)
             | DataType::Time64(_)
+    )
+}
+
+/// Whether a column is stored as Parquet byte arrays, whose values
+/// (without a dictionary) are written as their lengths, delta-encoded, then
+/// their bytes back to back: zstd then finds the repeats across values that
+/// a length before each value hid.
+fn length_encodable(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
     )
 }
 
@@ -570,6 +595,16 @@ mod tests {
     /// Whether each column of a written file's first row group has a
     /// dictionary, and whether it uses delta encoding.
     fn encodings(b: &RecordBatch, props: &WriterProperties) -> Vec<(bool, bool)> {
+        encodings_of(b, props, Encoding::DELTA_BINARY_PACKED)
+    }
+
+    /// Per column: whether it has a dictionary, and whether `encoding` is
+    /// among its encodings.
+    fn encodings_of(
+        b: &RecordBatch,
+        props: &WriterProperties,
+        encoding: Encoding,
+    ) -> Vec<(bool, bool)> {
         let bytes = write_data_file(b, props).unwrap();
         let r = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
         let g = r.metadata().row_group(0).clone();
@@ -578,7 +613,7 @@ mod tests {
                 let col = g.column(c);
                 (
                     col.dictionary_page_offset().is_some(),
-                    col.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED),
+                    col.encodings().any(|e| e == encoding),
                 )
             })
             .collect()
@@ -651,6 +686,34 @@ mod tests {
             .map(|(n, _)| n.as_str())
             .collect();
         assert_eq!(delta, ["id", "customer", "sold_at"]);
+        // Text without a dictionary: lengths, then bytes back to back.
+        let length = |settings: &WriteSettings| -> Vec<String> {
+            let got = encodings_of(
+                &b,
+                &settings.properties_for(&[], &b).unwrap(),
+                Encoding::DELTA_LENGTH_BYTE_ARRAY,
+            );
+            names
+                .iter()
+                .zip(&got)
+                .filter(|(_, (_, l))| *l)
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        assert_eq!(length(&settings), ["product"]);
+        // A repository made before length encoding writes what it wrote.
+        let earlier = without(&settings, &["length_encoding"]);
+        assert!(!earlier.length_encoding && earlier.adaptive_encoding);
+        assert!(length(&earlier).is_empty());
+        let bytes_of = |s: &WriteSettings| {
+            write_data_file(&b, &s.properties_for(&["id".into()], &b).unwrap()).unwrap()
+        };
+        let off = WriteSettings {
+            length_encoding: false,
+            ..settings.clone()
+        };
+        assert_eq!(bytes_of(&earlier), bytes_of(&off));
+        assert!(bytes_of(&settings).len() < bytes_of(&off).len());
         // Every value reads back.
         let bytes = write_data_file(&b, &settings.properties_for(&[], &b).unwrap()).unwrap();
         let back = read_data_file(ObjectId::of(&bytes), bytes, &b.schema(), Select::All).unwrap();
