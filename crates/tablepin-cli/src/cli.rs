@@ -50,6 +50,9 @@ pub enum Command {
     Cat(CatArgs),
     /// Check every blob, ref and version, and recompute every content hash.
     Verify(VerifyArgs),
+    /// Write a table's live rows again as full files in key order, without
+    /// deletion vectors; rows and content hash stay the same.
+    Compact(CompactArgs),
     /// Delete old versions by a retention policy (tags are kept by default).
     Gc(GcArgs),
     /// Erase rows from the live table and from every kept version.
@@ -107,6 +110,21 @@ pub struct CommitArgs {
     /// (needs --mode overwrite: the table is rewritten).
     #[arg(long)]
     pub allow_schema_change: bool,
+}
+
+/// Compaction is a commit like any other: the version before it keeps its
+/// files (until retention deletes it), so compacting costs the bytes of the
+/// files written, and later key look-ups and reads open fewer files.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// The table's name.
+    pub table: String,
+    /// The commit message.
+    #[arg(short, long, default_value = "compact")]
+    pub message: String,
+    /// The branch whose head is compacted.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
 }
 
 #[derive(Debug, Args)]

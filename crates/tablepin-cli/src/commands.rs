@@ -77,6 +77,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Export(a) => export(&open(&cli.repo).await?, a, json_out).await,
         Command::Cat(a) => cat(&open(&cli.repo).await?, a, json_out).await,
         Command::Verify(a) => verify(&open(&cli.repo).await?, a, json_out).await,
+        Command::Compact(a) => compact(&open(&cli.repo).await?, a, json_out).await,
         Command::Gc(a) => crate::admin::gc(&open(&cli.repo).await?, a, json_out).await,
         Command::Erase(a) => crate::admin::erase(&open(&cli.repo).await?, a, json_out).await,
         Command::Audit => crate::admin::audit(&open(&cli.repo).await?, json_out).await,
@@ -141,6 +142,56 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
             size(c.bytes_new),
             c.blobs_new,
             fired(&c.checks),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn compact(repo: &Repo, a: CompactArgs, json_out: bool) -> Result<ExitCode> {
+    let opts = CommitOptions {
+        message: a.message,
+        branch: a.branch.clone(),
+        ..Default::default()
+    };
+    let Some(r) = repo.compact(&a.table, &opts).await? else {
+        if json_out {
+            output::json(&json!({
+                "compacted": false, "table": a.table, "branch": a.branch,
+            }))?;
+        } else {
+            println!(
+                "'{}' on {} is already compact; nothing written",
+                a.table, a.branch
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let after = repo.files(&r.version, &r.table).await?;
+    let before = match &r.parent {
+        Some(p) => repo.files(p, &r.table).await?,
+        None => Vec::new(),
+    };
+    let hidden: u64 = before.iter().map(|f| f.rows - f.live_rows()).sum();
+    if json_out {
+        output::json(&json!({
+            "compacted": true,
+            "files_before": before.len(),
+            "files_after": after.len(),
+            "hidden_rows_dropped": hidden,
+            "commit": r,
+        }))?;
+    } else {
+        println!(
+            "[{} {}] compact '{}': {} files ({} hidden rows) -> {} files; {} rows, content hash unchanged; {} new in {} blobs",
+            r.branch,
+            r.version.short(12),
+            r.table,
+            before.len(),
+            hidden,
+            after.len(),
+            r.rows,
+            size(r.change.bytes_new),
+            r.change.blobs_new,
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -297,11 +297,74 @@ fn a_damaged_blob_is_named_and_nothing_panics() {
 }
 
 #[test]
+fn compact_rewrites_once_then_has_nothing_to_do() {
+    let p = Project::new();
+    let f = p.write("sales.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+    let g = p.write("later.csv", "id,name,qty\n1,apple,3\n2,pear,6\n4,fig,1\n");
+    p.run(&["commit", "sales", &g]).ok();
+    let before = p.run(&["cat", "main", "sales"]);
+    before.ok();
+
+    let r = p.run(&["--json", "compact", "sales", "-m", "tidy"]);
+    r.ok();
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["compacted"], true);
+    assert_eq!(v["files_before"], 2);
+    assert_eq!(v["files_after"], 1);
+    // Two of three rows hidden is past 1%: the second commit compacted its
+    // old file already, so no hidden rows are left to drop, but the two
+    // files (apple; pear and fig) become one.
+    assert_eq!(v["hidden_rows_dropped"], 0);
+    assert_eq!(v["commit"]["rows"], 3);
+    let after = p.run(&["cat", "main", "sales"]);
+    after.ok();
+    // The same rows; only the version named under them differs.
+    let rows = |out: &str| {
+        out.lines()
+            .filter(|l| !l.contains(" rows of "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(rows(&after.stdout), rows(&before.stdout));
+    assert!(before.stdout.contains("3 of 3 rows"), "{}", before.stdout);
+    let log = p.run(&["log"]);
+    log.ok();
+    assert!(
+        log.stdout.lines().next().unwrap().contains("\"tidy\""),
+        "{}",
+        log.stdout
+    );
+
+    // Nothing left to do: success, and the repository as it was.
+    let prints = p.fingerprint();
+    let again = p.run(&["compact", "sales"]);
+    again.ok();
+    assert!(
+        again.stdout.contains("already compact; nothing written"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(p.fingerprint(), prints);
+    p.fails_unchanged(
+        &["compact", "nosuch"],
+        2,
+        "table 'nosuch' does not exist yet, so there is nothing to compact",
+    );
+    p.fails_unchanged(
+        &["compact", "sales", "--branch", "nope"],
+        2,
+        "nothing to compact",
+    );
+    p.run(&["verify"]).ok();
+}
+
+#[test]
 fn help_explains_every_command() {
     let p = Project::new();
     for c in [
-        "init", "commit", "log", "show", "tag", "branch", "export", "cat", "verify", "gc", "erase",
-        "audit", "lab", "bench",
+        "init", "commit", "log", "show", "tag", "branch", "export", "cat", "verify", "compact",
+        "gc", "erase", "audit", "lab", "bench",
     ] {
         let r = p.run(&[c, "--help"]);
         r.ok();

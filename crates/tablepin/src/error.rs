@@ -116,6 +116,22 @@ pub enum Error {
         /// The mode.
         mode: String,
     },
+    /// `compact` found the table's files laid out as compaction would
+    /// write them: nothing to do.
+    #[error(
+        "table '{table}' is already compact: its live rows are in the files compaction would write"
+    )]
+    AlreadyCompact {
+        /// The table.
+        table: String,
+    },
+    /// A table's live rows, read whole, do not hash to its snapshot's
+    /// content hash.
+    #[error("the live rows of table '{table}' do not hash to the content hash its snapshot records, so nothing was written; run `tablepin verify` to find the damaged blob")]
+    ContentMismatch {
+        /// The table.
+        table: String,
+    },
     /// The input's schema differs from the table's.
     #[error(
         "schema of table '{table}' would change: {detail}; pass --allow-schema-change to accept it"
@@ -247,6 +263,7 @@ impl Error {
             | E::KeyExists { .. }
             | E::KeyChange { .. }
             | E::NoKey { .. }
+            | E::AlreadyCompact { .. }
             | E::SchemaChange { .. }
             | E::InvalidName { .. }
             | E::InvalidArgument(_)
@@ -260,7 +277,9 @@ impl Error {
             E::RepositoryExists { .. } | E::RefExists { .. } | E::Conflict { .. } => {
                 ErrorKind::Conflict
             }
-            E::Damaged { .. } | E::BadBlob { .. } | E::Format(_) => ErrorKind::Damaged,
+            E::Damaged { .. } | E::BadBlob { .. } | E::ContentMismatch { .. } | E::Format(_) => {
+                ErrorKind::Damaged
+            }
             E::Store(StoreError::Corrupt { .. }) => ErrorKind::Damaged,
             E::Store(StoreError::RefConflict { .. }) => ErrorKind::Conflict,
             E::Output { .. } | E::Store(_) | E::Arrow { .. } => ErrorKind::Io,

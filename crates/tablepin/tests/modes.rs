@@ -35,11 +35,23 @@ async fn put(r: &Repo, rows: RecordBatch, mode: Mode) -> tablepin::Result<tablep
 }
 
 async fn repo() -> (tempfile::TempDir, Repo) {
+    repo_with(WriteSettings::default()).await
+}
+
+async fn repo_with(settings: WriteSettings) -> (tempfile::TempDir, Repo) {
     let dir = tempfile::tempdir().unwrap();
-    let r = Repo::init(dir.path().to_str().unwrap(), WriteSettings::default())
+    let r = Repo::init(dir.path().to_str().unwrap(), settings)
         .await
         .unwrap();
     (dir, r)
+}
+
+/// Rows of `t` named after their ids ("n12").
+fn named(ids: impl IntoIterator<Item = i64>) -> RecordBatch {
+    let ids: Vec<i64> = ids.into_iter().collect();
+    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    t(&ids, &names)
 }
 
 async fn head(r: &Repo) -> RecordBatch {
@@ -332,10 +344,7 @@ async fn racing_commits_both_land() {
 #[tokio::test]
 async fn hidden_rows_past_one_percent_are_compacted_and_the_hash_stays() {
     let (_d, r) = repo().await;
-    let ids: Vec<i64> = (0..1000).collect();
-    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    put(&r, t(&ids, &names), Mode::Overwrite).await.unwrap();
+    put(&r, named(0..1000), Mode::Overwrite).await.unwrap();
     // 5 changed rows of 1,005 in files: under 1%, a deletion vector hides them.
     let c = put(&r, t(&[1, 2, 3, 4, 5], &["x"; 5]), Mode::Upsert)
         .await
@@ -367,18 +376,12 @@ async fn hidden_rows_past_one_percent_are_compacted_and_the_hash_stays() {
 async fn an_upsert_writes_one_file_of_exactly_the_new_and_changed_rows() {
     use tablepin::format::KeyBound;
     // No compaction, so that the files a commit adds are the only new ones.
-    let d = tempfile::tempdir().unwrap();
-    let settings = WriteSettings {
+    let (_d, r) = repo_with(WriteSettings {
         compact_hidden_permille: 0,
         ..WriteSettings::default()
-    };
-    let r = Repo::init(d.path().to_str().unwrap(), settings)
-        .await
-        .unwrap();
-    let ids: Vec<i64> = (10..20).collect();
-    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    put(&r, t(&ids, &names), Mode::Overwrite).await.unwrap();
+    })
+    .await;
+    put(&r, named(10..20), Mode::Overwrite).await.unwrap();
     put(&r, t(&[17], &["n17"]), Mode::Delete).await.unwrap();
     // Upserts rows; returns (added, changed) and each new file's rows and
     // key range.
@@ -439,4 +442,88 @@ async fn an_upsert_writes_one_file_of_exactly_the_new_and_changed_rows() {
     assert_eq!(head(&r).await, want);
     let snap = r.read("main", "t", None).await.unwrap().snapshot;
     assert_eq!(snap.content_hash, content_hash([&want]).unwrap());
+}
+
+#[tokio::test]
+async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
+    // Small files and no automatic compaction, so that the table has
+    // several files, deletion vectors and overlapping key ranges.
+    let (_d, r) = repo_with(WriteSettings {
+        compact_hidden_permille: 0,
+        file_rows: 300,
+        row_group_rows: 300,
+        ..WriteSettings::default()
+    })
+    .await;
+    put(&r, named(0..1000), Mode::Overwrite).await.unwrap();
+    let mut up: Vec<i64> = vec![3, 500, 999];
+    up.extend(1000..1050);
+    put(&r, t(&up, &vec!["u"; up.len()]), Mode::Upsert)
+        .await
+        .unwrap();
+    let last = put(&r, t(&[10, 11], &["", ""]), Mode::Delete)
+        .await
+        .unwrap();
+    let before = head(&r).await;
+    let old = r.snapshot(&last.version, "t").await.unwrap();
+    assert!(old.files.iter().any(|f| f.deletes.is_some()));
+    assert_eq!(old.files.len(), 5);
+
+    let c = r
+        .compact("t", &CommitOptions::default())
+        .await
+        .unwrap()
+        .expect("a table with deletion vectors is compacted");
+    assert_eq!(c.parent, Some(last.version));
+    assert_eq!(c.content_hash, last.content_hash);
+    assert_eq!(c.rows, 1048);
+    assert_eq!(
+        (
+            c.change.rows_added,
+            c.change.rows_changed,
+            c.change.rows_deleted
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(c.change.checks.fired(), ["files"]);
+    let s = r.snapshot(&c.version, "t").await.unwrap();
+    assert!(s.files.iter().all(|f| f.deletes.is_none()));
+    assert_eq!(
+        s.files.iter().map(|f| f.rows).collect::<Vec<_>>(),
+        [300, 300, 300, 148]
+    );
+    for w in s.files.windows(2) {
+        assert!(w[0].key_max < w[1].key_min, "key ranges overlap");
+    }
+    assert_eq!(head(&r).await, before, "the same rows, in key order");
+    assert_eq!(content_hash([&before]).unwrap(), c.content_hash);
+
+    // Compact already: nothing is written and the branch stays.
+    let stored = r.stored().await.unwrap();
+    assert!(r
+        .compact("t", &CommitOptions::default())
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(r.stored().await.unwrap(), stored);
+    assert_eq!(
+        r.ref_target(RefKind::Branch, "main").await.unwrap(),
+        c.version
+    );
+    // A table that does not exist: a clear error, nothing written.
+    let err = r
+        .compact("missing", &CommitOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("'missing' does not exist yet"),
+        "{err}"
+    );
+    assert_eq!(r.stored().await.unwrap(), stored);
+    assert_eq!(
+        r.ref_target(RefKind::Branch, "main").await.unwrap(),
+        c.version
+    );
+    let v = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
 }

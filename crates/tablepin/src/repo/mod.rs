@@ -504,6 +504,25 @@ impl Repo {
         })
     }
 
+    /// Compacts a table on a branch (`tablepin compact`): commits a version
+    /// whose files hold the same rows written again as full files, in key
+    /// order, without deletion vectors; the content hash does not change.
+    /// `None` when the table is compact already (nothing is written).
+    /// `opts.mode` and `opts.key` are ignored.
+    pub async fn compact(&self, table: &str, opts: &CommitOptions) -> Result<Option<CommitResult>> {
+        let opts = CommitOptions {
+            mode: Mode::Compact,
+            key: None,
+            ..opts.clone()
+        };
+        let none = Arc::new(arrow::datatypes::Schema::empty());
+        match self.commit(table, none, Vec::new(), &opts).await {
+            Ok(done) => Ok(Some(done)),
+            Err(Error::AlreadyCompact { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Adds the version and table to a store error that a read hit.
     fn name_version(&self, e: Error, version: Option<VersionId>, table: &str) -> Error {
         match (e, version) {

@@ -44,6 +44,9 @@ pub enum Mode {
     Upsert,
     /// The rows with the input's keys are removed.
     Delete,
+    /// No input: the table's live rows are written again as full files,
+    /// in key order, without deletion vectors (`tablepin compact`).
+    Compact,
 }
 
 impl Mode {
@@ -54,6 +57,7 @@ impl Mode {
             Mode::Append => "append",
             Mode::Upsert => "upsert",
             Mode::Delete => "delete",
+            Mode::Compact => "compact",
         }
     }
 }
@@ -79,6 +83,27 @@ pub(crate) struct TablePlan {
     pub(crate) rows_changed: u64,
     pub(crate) rows_deleted: u64,
     pub(crate) checks: Checks,
+}
+
+impl TablePlan {
+    /// The plan of a new snapshot, its checks taken against the parent's;
+    /// `rows` are the rows added, changed and deleted.
+    fn new(
+        parent: Option<&TableSnapshot>,
+        snapshot: TableSnapshot,
+        blobs: Vec<Bytes>,
+        rows: (u64, u64, u64),
+    ) -> Self {
+        let checks = checks(parent, &snapshot);
+        Self {
+            snapshot,
+            blobs,
+            rows_added: rows.0,
+            rows_changed: rows.1,
+            rows_deleted: rows.2,
+            checks,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -521,6 +546,14 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         });
     }
 
+    if p.mode == Mode::Compact {
+        let Some(par) = parent else {
+            return Err(Error::InvalidArgument(format!(
+                "table '{table}' does not exist yet, so there is nothing to compact"
+            )));
+        };
+        return plan_compact(store, table, par, p.settings).await;
+    }
     if p.mode == Mode::Delete {
         let Some(par) = parent else {
             return Err(Error::InvalidArgument(format!(
@@ -705,10 +738,11 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
                 }
             }
         }
-        (Mode::Delete, Some(_)) => {
-            return Err(Error::InvalidArgument(
-                "internal: delete planned twice".into(),
-            ))
+        (Mode::Delete | Mode::Compact, Some(_)) => {
+            return Err(Error::InvalidArgument(format!(
+                "internal: {} planned twice",
+                p.mode.name()
+            )))
         }
     }
 
@@ -763,15 +797,67 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         rows,
         content_hash: content,
     };
-    let checks = checks(parent, &snapshot);
-    Ok(TablePlan {
+    Ok(TablePlan::new(
+        parent,
         snapshot,
         blobs,
-        rows_added: added,
-        rows_changed: changed,
-        rows_deleted: deleted,
-        checks,
-    })
+        (added, changed, deleted),
+    ))
+}
+
+/// Compaction on request: the table's live rows written again as files of
+/// `file_rows` rows, in key order for a keyed table (in the order a read
+/// returns them otherwise), with no deletion vectors. Afterwards a key
+/// look-up finds each key in one file whose range holds no other file's
+/// keys, and a read opens the fewest files. The rows, and so the content
+/// hash, stay the same: the new files' row hashes must add up to the
+/// snapshot's content hash, or nothing is written.
+/// [`Error::AlreadyCompact`] when the files would be the ones there are.
+async fn plan_compact(
+    store: &Store,
+    table: &str,
+    par: &TableSnapshot,
+    settings: &WriteSettings,
+) -> Result<TablePlan> {
+    let (schema, batches, _) = super::scan(store, par, None).await?;
+    let rows = concat_batches(&schema, &batches).map_err(Error::arrow("compacting the table"))?;
+    drop(batches);
+    let key_idx = keys::key_indices(table, &schema, &par.key)?;
+    let order: Vec<u32> = if key_idx.is_empty() {
+        (0..rows.num_rows() as u32).collect()
+    } else {
+        keys::validate_and_order(table, &rows, &KeyCodec::new(&schema, key_idx.clone())?)?
+    };
+    let hashes = hash_rows(&rows)?;
+    let (mut files, blobs) = write_files(&rows, &order, &key_idx, settings)?;
+    for (f, chunk) in files.iter_mut().zip(file_chunks(&order, settings)) {
+        f.hash_sum = chunk.iter().map(|i| hashes[*i as usize]).collect();
+    }
+    let content: ContentHash = hashes.iter().copied().collect();
+    if content != par.content_hash {
+        return Err(Error::ContentMismatch {
+            table: table.to_string(),
+        });
+    }
+    let unchanged = files.len() == par.files.len()
+        && files
+            .iter()
+            .zip(&par.files)
+            .all(|(a, b)| a.data == b.data && b.deletes.is_none());
+    if unchanged {
+        return Err(Error::AlreadyCompact {
+            table: table.to_string(),
+        });
+    }
+    let snapshot = TableSnapshot {
+        format: FORMAT_VERSION,
+        schema: (*schema).clone(),
+        key: par.key.clone(),
+        files,
+        rows: par.rows,
+        content_hash: par.content_hash,
+    };
+    Ok(TablePlan::new(Some(par), snapshot, blobs, (0, 0, 0)))
 }
 
 /// New data files' entries and bytes, in the same order.
@@ -1086,15 +1172,7 @@ async fn plan_delete(
         rows,
         content_hash: content,
     };
-    let checks = checks(Some(par), &snapshot);
-    Ok(TablePlan {
-        snapshot,
-        blobs,
-        rows_added: 0,
-        rows_changed: 0,
-        rows_deleted: deleted,
-        checks,
-    })
+    Ok(TablePlan::new(Some(par), snapshot, blobs, (0, 0, deleted)))
 }
 
 /// The four checks of a new snapshot against its parent.
