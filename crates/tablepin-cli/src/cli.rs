@@ -52,6 +52,11 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Write a table's live rows again as full files in key order, without
     /// deletion vectors; rows and content hash stay the same.
+    ///
+    /// Compaction is a commit like any other: the version before it keeps
+    /// its files until retention (`gc`) expires it, so compacting costs the
+    /// bytes of the files written, and later key look-ups and reads open
+    /// fewer files. A table already compact gets no new version.
     Compact(CompactArgs),
     /// Delete old versions by a retention policy (tags are kept by default).
     Gc(GcArgs),
@@ -112,9 +117,6 @@ pub struct CommitArgs {
     pub allow_schema_change: bool,
 }
 
-/// Compaction is a commit like any other: the version before it keeps its
-/// files (until retention deletes it), so compacting costs the bytes of the
-/// files written, and later key look-ups and reads open fewer files.
 #[derive(Debug, Args)]
 pub struct CompactArgs {
     /// The table's name.
