@@ -806,8 +806,8 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
 }
 
 /// Compaction on request: the table's live rows written again as files of
-/// `file_rows` rows, in key order for a keyed table (in the order a read
-/// returns them otherwise), with no deletion vectors. Afterwards a key
+/// `file_rows` rows, in the order a read returns them (key order for a
+/// keyed table), with no deletion vectors. Afterwards a key
 /// look-up finds each key in one file whose range holds no other file's
 /// keys, and a read opens the fewest files. The rows, and so the content
 /// hash, stay the same: the new files' row hashes must add up to the
@@ -823,11 +823,8 @@ async fn plan_compact(
     let rows = concat_batches(&schema, &batches).map_err(Error::arrow("compacting the table"))?;
     drop(batches);
     let key_idx = keys::key_indices(table, &schema, &par.key)?;
-    let order: Vec<u32> = if key_idx.is_empty() {
-        (0..rows.num_rows() as u32).collect()
-    } else {
-        keys::validate_and_order(table, &rows, &KeyCodec::new(&schema, key_idx.clone())?)?
-    };
+    // `scan` returns a keyed table's rows in key order already.
+    let order: Vec<u32> = (0..rows.num_rows() as u32).collect();
     let hashes = hash_rows(&rows)?;
     let (mut files, blobs) = write_files(&rows, &order, &key_idx, settings)?;
     for (f, chunk) in files.iter_mut().zip(file_chunks(&order, settings)) {
