@@ -26,7 +26,7 @@ use tablepin_rowhash::{hash_rows, RowHashError};
 use tablepin_store::Store;
 
 use super::datafile::{
-    align, encode_dv, read_data_file, write_data_file, DataFile, Select, WriteSettings,
+    align, encode_dv, read_data_file, write_data_file, DataFile, PageIndex, Select, WriteSettings,
 };
 use super::keys::{self, KeyCodec, KeyRef, SortKeys};
 use super::{load_dv, load_dvs, schema_of};
@@ -414,11 +414,16 @@ impl LookUp {
         let ids: Vec<ObjectId> = work.iter().map(|(fi, _)| parent.files[*fi].data).collect();
         let per_file = store
             .map_blobs(&ids, |i, bytes| {
-                let file = DataFile::open(ids[i], bytes)?;
                 let (entry, dv, cand) = (&parent.files[work[i].0], dvs[i].as_ref(), &work[i].1);
-                let hits = match dense_positions(entry, dv, &keys, cand) {
-                    Some(hits) => hits,
-                    None => locate_in_file(&file, dv, key_schema, codec, &keys, cand)?,
+                // A dense file's hits are known without its key pages, so
+                // it is opened without the pages' statistics.
+                let (file, hits) = match dense_positions(entry, dv, &keys, cand) {
+                    Some(hits) => (DataFile::open(ids[i], bytes)?, hits),
+                    None => {
+                        let file = DataFile::open_with(ids[i], bytes, PageIndex::WithStats)?;
+                        let hits = locate_in_file(&file, dv, key_schema, codec, &keys, cand)?;
+                        (file, hits)
+                    }
                 };
                 let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
                 positions.sort_unstable();
@@ -1230,7 +1235,11 @@ mod tests {
                 key_min: lo,
                 key_max: hi,
             };
-            (entry, DataFile::open(ObjectId::of(&bytes), bytes).unwrap())
+            let id = ObjectId::of(&bytes);
+            (
+                entry,
+                DataFile::open_with(id, bytes, PageIndex::WithStats).unwrap(),
+            )
         };
         let codec = KeyCodec::new(&schema, vec![0]).unwrap();
         let wanted = Int64Array::from(vec![99, 5_000, 100, 7_099, 7_100, -3, 100_050, 4_321]);
@@ -1270,7 +1279,8 @@ mod tests {
             )]));
             let batch = RecordBatch::try_new(schema.clone(), vec![col.clone()]).unwrap();
             let bytes = write_data_file(&batch, &props).unwrap();
-            let file = DataFile::open(ObjectId::of(&bytes), bytes).unwrap();
+            let id = ObjectId::of(&bytes);
+            let file = DataFile::open_with(id, bytes.clone(), PageIndex::WithStats).unwrap();
             let pages = file.pages("k").unwrap();
             assert!(pages.rows.len() >= 20, "{} pages", pages.rows.len());
             // Wanted: a few multiples of 3 (present) and some other values
@@ -1309,6 +1319,14 @@ mod tests {
                 .map(|(i, v)| (i, (*v / 3) as u32))
                 .collect();
             assert_eq!(got, expect, "{}", col.data_type());
+            // Opened with page locations only, the file has no page
+            // statistics: the look-up reads every key, and finds the same.
+            let located = DataFile::open(id, bytes).unwrap();
+            assert!(located.pages("k").is_none());
+            let mut all =
+                locate_in_file(&located, Some(&dv), &schema, &codec, &keys, &cand).unwrap();
+            all.sort_unstable();
+            assert_eq!(all, expect, "{}", col.data_type());
         }
     }
 
