@@ -417,13 +417,15 @@ impl LookUp {
                 let (entry, dv, cand) = (&parent.files[work[i].0], dvs[i].as_ref(), &work[i].1);
                 // A dense file's hits are known without its key pages, so
                 // it is opened without the pages' statistics.
-                let (file, hits) = match dense_positions(entry, dv, &keys, cand) {
-                    Some(hits) => (DataFile::open(ids[i], bytes)?, hits),
-                    None => {
-                        let file = DataFile::open_with(ids[i], bytes, PageIndex::WithStats)?;
-                        let hits = locate_in_file(&file, dv, key_schema, codec, &keys, cand)?;
-                        (file, hits)
-                    }
+                let dense = dense_positions(entry, dv, &keys, cand);
+                let index = match dense {
+                    Some(_) => PageIndex::Locations,
+                    None => PageIndex::WithStats,
+                };
+                let file = DataFile::open_with(ids[i], bytes, index)?;
+                let hits = match dense {
+                    Some(hits) => hits,
+                    None => locate_in_file(&file, dv, key_schema, codec, &keys, cand)?,
                 };
                 let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
                 positions.sort_unstable();
