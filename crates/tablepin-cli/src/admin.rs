@@ -329,6 +329,13 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
             size(w["bytes_new_median"].as_f64().unwrap_or(0.0) as u64),
             100.0 * w["bytes_share"].as_f64().unwrap_or(0.0)
         );
+        if let Some(cpu) = w["cpu_ratio"].as_f64() {
+            println!(
+                "  in CPU time on all threads, summed over the runs: {:.0} ms vs {:.0} ms, ratio {cpu:.3}",
+                w["cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
+                w["full_rewrite_cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
+            );
+        }
         println!(
             "read head: {:.1} ms vs one plain Parquet file {:.1} ms, both keeping every batch: ratio {:.3} (target <= 1.1); the plain read dropping each batch: {:.1} ms, ratio {:.3}",
             h["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,

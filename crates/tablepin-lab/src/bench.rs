@@ -31,6 +31,34 @@ pub struct BenchOptions {
     pub verbose: bool,
 }
 
+/// The CPU time this process has used so far, on all its threads (user and
+/// system, from `/proc/self/stat`, in 10 ms ticks); `None` where there is no
+/// such file. Summed over many runs it says what a step costs in CPU, which
+/// a busy machine moves less than it moves wall time.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is field 3, utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    // USER_HZ, the unit of /proc's times, is 100 on Linux.
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// CPU time summed over steps (`None` once a read of it fails).
+struct CpuTotal(Option<f64>);
+
+impl CpuTotal {
+    /// Adds the CPU time used since `before` (a [`cpu_seconds`] reading).
+    fn add_since(&mut self, before: Option<f64>) {
+        self.0 = match (self.0, before, cpu_seconds()) {
+            (Some(t), Some(b), Some(a)) => Some(t + (a - b)),
+            _ => None,
+        };
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
@@ -113,6 +141,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     let mut weekly_bytes = Vec::new();
     let mut current: Vec<RecordBatch> = vec![base.clone()];
     let mut next_id = n as i64;
+    let (mut commit_cpu, mut rewrite_cpu) = (CpuTotal(Some(0.0)), CpuTotal(Some(0.0)));
     for r in 0..opts.repeat.max(1) {
         let ids = tablepin_datagen::pick_ids(n as i64, 150, 100 + r as u64);
         let changed = tablepin_datagen::with_returns(&base, &ids, 1 + r as i64);
@@ -120,6 +149,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
         next_id += 10_000;
         let input = arrow::compute::concat_batches(&base.schema(), [&added, &changed])?;
         let t = Instant::now();
+        let cpu = cpu_seconds();
         let c = repo
             .commit(
                 "sales",
@@ -133,10 +163,13 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
             )
             .await?;
         commit_s.push(t.elapsed().as_secs_f64());
+        commit_cpu.add_since(cpu);
         weekly_bytes.push(c.change.bytes_new as f64);
         current.push(added);
         let t = Instant::now();
+        let cpu = cpu_seconds();
         let full = parquet_bytes(&current, &settings)?;
+        rewrite_cpu.add_since(cpu);
         rewrite_s.push(t.elapsed().as_secs_f64());
         if opts.verbose {
             eprintln!(
@@ -201,6 +234,9 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
             "bytes_new_median": median(weekly_bytes.clone()), "table_bytes": base_bytes,
             "bytes_share": median(weekly_bytes) / base_bytes as f64,
             "seconds": commit_s, "full_rewrite_seconds": rewrite_s,
+            // CPU time on all threads, summed over the runs.
+            "cpu_seconds": commit_cpu.0, "full_rewrite_cpu_seconds": rewrite_cpu.0,
+            "cpu_ratio": commit_cpu.0.zip(rewrite_cpu.0).map(|(c, w)| c / w),
         },
         "read_head": {
             "seconds_median": head_m, "plain_parquet_seconds_median": plain_m,
