@@ -20,7 +20,7 @@ use arrow::array::RecordBatch;
 use serde_json::{json, Value};
 use tablepin::{CommitOptions, GcPolicy, Mode, Repo, WriteSettings};
 
-use crate::LabError;
+use crate::{cpu_seconds, LabError};
 
 /// Options of a benchmark run.
 #[derive(Debug, Clone)]
@@ -29,21 +29,6 @@ pub struct BenchOptions {
     pub repeat: usize,
     pub data: Option<String>,
     pub verbose: bool,
-}
-
-/// The CPU time this process has used so far, on all its threads (user and
-/// system, from `/proc/self/stat`, in 10 ms ticks); `None` where there is no
-/// such file. Summed over many runs it says what a step costs in CPU, which
-/// a busy machine moves less than it moves wall time.
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which is in parentheses and may hold
-    // spaces: state is field 3, utime and stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
-    // USER_HZ, the unit of /proc's times, is 100 on Linux.
-    Some((ticks(11)? + ticks(12)?) / 100.0)
 }
 
 /// CPU time summed over steps (`None` once a read of it fails).

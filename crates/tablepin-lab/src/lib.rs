@@ -53,6 +53,21 @@ pub enum LabError {
     Other(String),
 }
 
+/// The CPU time this process has used so far, on all its threads (user and
+/// system, from `/proc/self/stat`, in 10 ms ticks); `None` where there is no
+/// such file. Summed over many runs it says what a step costs in CPU, which
+/// a busy machine moves less than it moves wall time.
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is field 3, utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    // USER_HZ, the unit of /proc's times, is 100 on Linux.
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 /// Peak resident memory of this process, in bytes (Linux; 0 elsewhere).
 pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
