@@ -210,39 +210,57 @@ fn mostly_distinct(col: &ArrayRef) -> Result<bool> {
     if col.len() < 64 || col.data_type().is_nested() {
         return Ok(false);
     }
-    Ok(distinct_values(col)? * 2 > col.len())
+    more_distinct_than(col, col.len() / 2)
 }
 
-/// The number of distinct values in a column (null counts as one value).
-/// Integers and text are counted as they are; other types through their
-/// `arrow_row` encoding, which is one-to-one with their values. The
-/// direct count is what a commit's small file pays: through `arrow_row`,
-/// choosing the encodings of a 10,000-row file took 0.5 ms.
-fn distinct_values(col: &ArrayRef) -> Result<usize> {
+/// Whether a column has more than `limit` distinct values (null counts as
+/// one value). Integers and text are compared as they are; other types
+/// through their `arrow_row` encoding, which is one-to-one with their
+/// values. The direct comparison is what a commit's small file pays:
+/// through `arrow_row`, choosing the encodings of a 10,000-row file took
+/// 0.5 ms. The count stops as soon as the answer is known (past `limit`, or
+/// short of it even if every value left were new), which for a limit of
+/// half the values is about half of them.
+fn more_distinct_than(col: &ArrayRef, limit: usize) -> Result<bool> {
     use arrow::array::AsArray;
     use arrow::datatypes::{Int32Type, Int64Type};
     // A fixed-seed hash (nothing here may vary between runs), and a fast
     // one: with SipHash, counting took two thirds of choosing the
     // encodings of a 10,000-row file.
-    fn count<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>, n: usize) -> usize {
+    fn more<T: std::hash::Hash + Eq>(
+        values: impl Iterator<Item = T>,
+        n: usize,
+        limit: usize,
+    ) -> bool {
         let mut distinct: HashSet<T, foldhash::fast::FixedState> =
-            HashSet::with_capacity_and_hasher(n, foldhash::fast::FixedState::default());
-        distinct.extend(values);
-        distinct.len()
+            HashSet::with_capacity_and_hasher(
+                n.min(limit + 1),
+                foldhash::fast::FixedState::default(),
+            );
+        for (i, v) in values.enumerate() {
+            if distinct.len() + (n - i) <= limit {
+                return false;
+            }
+            distinct.insert(v);
+            if distinct.len() > limit {
+                return true;
+            }
+        }
+        false
     }
     let n = col.len();
     Ok(match col.data_type() {
-        DataType::Int64 => count(col.as_primitive::<Int64Type>().iter(), n),
-        DataType::Int32 => count(col.as_primitive::<Int32Type>().iter(), n),
-        DataType::Utf8 => count(col.as_string::<i32>().iter(), n),
-        DataType::LargeUtf8 => count(col.as_string::<i64>().iter(), n),
+        DataType::Int64 => more(col.as_primitive::<Int64Type>().iter(), n, limit),
+        DataType::Int32 => more(col.as_primitive::<Int32Type>().iter(), n, limit),
+        DataType::Utf8 => more(col.as_string::<i32>().iter(), n, limit),
+        DataType::LargeUtf8 => more(col.as_string::<i64>().iter(), n, limit),
         _ => {
             let converter = RowConverter::new(vec![SortField::new(col.data_type().clone())])
                 .map_err(Error::arrow("sampling a column's values"))?;
             let rows = converter
                 .convert_columns(std::slice::from_ref(col))
                 .map_err(Error::arrow("sampling a column's values"))?;
-            count(rows.iter().map(|r| r.data()), n)
+            more(rows.iter().map(|r| r.data()), n, limit)
         }
     })
 }
@@ -764,7 +782,7 @@ mod tests {
     }
 
     #[test]
-    fn distinct_values_counts_as_the_row_encoding_does() {
+    fn distinct_values_are_counted_as_the_row_encoding_counts_them() {
         use arrow::array::{Int32Array, LargeStringArray};
         let by_rows = |col: &ArrayRef| {
             let conv = RowConverter::new(vec![SortField::new(col.data_type().clone())]).unwrap();
@@ -810,11 +828,19 @@ mod tests {
                 0.0,
             ])),
         ];
+        // Every limit, on both sides of each column's count.
         for col in &cols {
-            assert_eq!(distinct_values(col).unwrap(), by_rows(col), "{col:?}");
+            let distinct = by_rows(col);
+            for limit in 0..=col.len() + 1 {
+                assert_eq!(
+                    more_distinct_than(col, limit).unwrap(),
+                    distinct > limit,
+                    "{col:?} over {limit}"
+                );
+            }
         }
-        assert_eq!(distinct_values(&cols[0]).unwrap(), 4);
-        assert_eq!(distinct_values(&cols[2]).unwrap(), 4);
+        assert_eq!(by_rows(&cols[0]), 4);
+        assert_eq!(by_rows(&cols[2]), 4);
     }
 
     #[test]
