@@ -210,3 +210,36 @@ fn unsupported_scheme_is_a_clear_error() {
         .to_string();
     assert!(err.contains("no such folder"), "{err}");
 }
+
+#[test]
+fn a_local_read_gives_the_range_asked_for_and_refuses_a_short_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let open = || std::fs::File::open(&path).unwrap();
+    assert_eq!(read_file_range(open(), 0..70_000).unwrap(), bytes);
+    assert_eq!(
+        read_file_range(open(), 1_000..65_537).unwrap(),
+        bytes[1_000..65_537]
+    );
+    assert!(read_file_range(open(), 5..5).unwrap().is_empty());
+    // The file shrank after object_store measured it.
+    let e = read_file_range(open(), 60_000..80_000).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+    assert!(e.to_string().contains("after 10000 of 20000 bytes"), "{e}");
+}
+
+#[tokio::test]
+async fn a_local_read_outside_a_runtime_reads_on_the_caller_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().to_string_lossy()).unwrap();
+    let b = Bytes::from(vec![7u8; 3 * 1024 * 1024]);
+    let id = store.put_blob(b.clone()).await.unwrap().id;
+    // map_blobs reads inside its worker threads, where no runtime runs.
+    let got = std::thread::spawn(move || futures::executor::block_on(store.get_blob(&id)))
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, b);
+}
