@@ -537,8 +537,8 @@ impl Store {
 
     /// An object's bytes. A local file is read straight into a buffer that
     /// is not filled first: `object_store`'s own read zero-fills the whole
-    /// buffer before reading into it, which was 2.7% of a weekly commit's
-    /// CPU time (9.6 MB of base files a commit; BENCHMARKS.md).
+    /// buffer before reading into it, which was 3.0% of a weekly commit's
+    /// CPU samples (9.6 MB of base files a commit), 1.2% after (BENCHMARKS.md).
     async fn get_path(&self, path: &Path) -> Result<Bytes> {
         let GetResult {
             payload,
