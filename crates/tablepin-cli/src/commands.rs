@@ -325,11 +325,12 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
                 .deletes
                 .as_ref()
                 .map(|d| {
+                    let at = d.offset.map(|o| format!(" at {o}")).unwrap_or_default();
                     format!(
-                        ", {} deleted ({} DV {})",
+                        ", {} deleted ({} DV {}{at})",
                         d.count,
+                        size(d.bytes),
                         d.blob.short(12),
-                        size(d.bytes)
                     )
                 })
                 .unwrap_or_default();

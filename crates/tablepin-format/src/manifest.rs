@@ -14,8 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ContentHash, FormatError, ObjectId, VersionId};
 
-/// The newest format this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format this crate writes and reads. 2: a deletion vector may
+/// lie in a pack (`DeletionVector::offset`), which a reader of format 1
+/// would take for a single bitmap.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Implemented by every encoded object: the format number it was written with.
 pub trait Formatted {
@@ -149,15 +151,21 @@ pub struct Version {
 formatted!(Version);
 
 /// A deletion vector: the positions of one data file that a snapshot no
-/// longer sees, as a serialized roaring bitmap blob.
+/// longer sees, as a serialized roaring bitmap. A commit that writes two or
+/// more of them writes them as one blob, a pack, back to back (as Delta
+/// keeps many deletion vectors in one file at offsets): one file to create
+/// and read instead of one per bitmap. Format 2 and later.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeletionVector {
-    /// The bitmap blob.
+    /// The bitmap's blob, or the pack that holds it at `offset`.
     pub blob: ObjectId,
     /// Positions deleted.
     pub count: u64,
-    /// Bytes of the blob.
+    /// Bytes of the bitmap.
     pub bytes: u64,
+    /// Where the bitmap starts in its pack (absent: it is the whole blob).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 /// A bound of a single-column key, kept per file so that key look-ups read
@@ -373,6 +381,7 @@ mod tests {
                     blob: ObjectId::of(b"dv"),
                     count: 2,
                     bytes: 12,
+                    offset: Some(30),
                 }),
                 key_min: Some(KeyBound::Int(1)),
                 key_max: Some(KeyBound::Int(10)),
@@ -391,6 +400,17 @@ mod tests {
         let back: TableSnapshot = decode_manifest("table snapshot", &a).unwrap();
         assert_eq!(back, s);
         assert_eq!(back.files[0].live_rows(), 8);
+        // A bitmap that is a blob of its own has no offset, and its entry
+        // reads as format 1 wrote it.
+        let mut plain = s.clone();
+        if let Some(d) = plain.files[0].deletes.as_mut() {
+            d.offset = None;
+        }
+        let json = serde_json::to_string(&plain.files[0]).unwrap();
+        assert!(!json.contains("offset"), "{json}");
+        let a = encode_manifest("table snapshot", &plain).unwrap();
+        let back: TableSnapshot = decode_manifest("table snapshot", &a).unwrap();
+        assert_eq!(back, plain);
     }
 
     #[test]

@@ -527,3 +527,120 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
     let v = r.verify(&tablepin::NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
 }
+
+/// `named(0..n)` with some names replaced.
+fn named_with(n: i64, changed: &[(i64, &str)]) -> RecordBatch {
+    let mut names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+    for (i, s) in changed {
+        names[*i as usize] = s.to_string();
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    t(&(0..n).collect::<Vec<_>>(), &names)
+}
+
+#[tokio::test]
+async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
+    let (_d, r) = repo_with(WriteSettings {
+        file_rows: 1000,
+        ..Default::default()
+    })
+    .await;
+    put(&r, named(0..4000), Mode::Overwrite).await.unwrap();
+    let (_, blobs_before) = r.stored().await.unwrap();
+    // One changed row in each of three of the four files, each at another
+    // position (the same bitmap twice would be one blob).
+    let c1 = put(&r, t(&[10, 1011, 2012], &["x"; 3]), Mode::Upsert)
+        .await
+        .unwrap();
+    let s1 = r.snapshot(&c1.version, "t").await.unwrap();
+    let dvs: Vec<_> = s1.files.iter().filter_map(|f| f.deletes.clone()).collect();
+    assert_eq!(dvs.len(), 3);
+    let pack = dvs[0].blob;
+    assert!(dvs.iter().all(|d| d.blob == pack && d.count == 1));
+    let offsets: Vec<_> = dvs.iter().map(|d| d.offset).collect();
+    assert_eq!(offsets[0], Some(0));
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+    // Its new blobs: the data file, the pack, the snapshot and the version.
+    let (_, blobs_after) = r.stored().await.unwrap();
+    assert_eq!(blobs_after - blobs_before, 4);
+
+    // The next commit grows the second file's bitmap (read from the pack)
+    // and starts the fourth's; the first and third keep theirs.
+    r.create_ref(RefKind::Tag, "week1", "main", "")
+        .await
+        .unwrap();
+    let c2 = put(&r, t(&[1020, 3013], &["y"; 2]), Mode::Upsert)
+        .await
+        .unwrap();
+    let s2 = r.snapshot(&c2.version, "t").await.unwrap();
+    assert_eq!(s2.files[0].deletes, s1.files[0].deletes);
+    assert_eq!(s2.files[2].deletes, s1.files[2].deletes);
+    let (d1, d3) = (
+        s2.files[1].deletes.clone().unwrap(),
+        s2.files[3].deletes.clone().unwrap(),
+    );
+    assert_eq!((d1.count, d3.count), (2, 1));
+    assert_eq!(d1.blob, d3.blob);
+    assert_ne!(d1.blob, pack);
+
+    let want = named_with(
+        4000,
+        &[
+            (10, "x"),
+            (1011, "x"),
+            (2012, "x"),
+            (1020, "y"),
+            (3013, "y"),
+        ],
+    );
+    assert_eq!(head(&r).await, want);
+    assert_eq!(c2.content_hash, content_hash([&want]).unwrap());
+    let week1 = r.read("week1", "t", None).await.unwrap();
+    let week1 = concat_batches(&week1.schema, &week1.batches).unwrap();
+    assert_eq!(
+        week1,
+        named_with(4000, &[(10, "x"), (1011, "x"), (2012, "x")])
+    );
+    let v = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}
+
+#[tokio::test]
+async fn a_new_nullable_column_with_changed_old_rows_hashes_them_once() {
+    let (_d, r) = repo_with(WriteSettings {
+        file_rows: 1000,
+        ..Default::default()
+    })
+    .await;
+    put(&r, named(0..2000), Mode::Overwrite).await.unwrap();
+    // An upsert that adds a nullable column and changes a row in each
+    // file: the old files are hashed again under the new schema, minus the
+    // rows this commit's (not yet stored) deletion vectors hide.
+    let wider = RecordBatch::try_from_iter_with_nullable(vec![
+        (
+            "id",
+            Arc::new(Int64Array::from(vec![5, 1500])) as ArrayRef,
+            false,
+        ),
+        (
+            "name",
+            Arc::new(StringArray::from(vec!["x", "y"])) as ArrayRef,
+            false,
+        ),
+        (
+            "score",
+            Arc::new(Float64Array::from(vec![Some(0.5), None])) as ArrayRef,
+            true,
+        ),
+    ])
+    .unwrap();
+    let c = put(&r, wider, Mode::Upsert).await.unwrap();
+    assert!(c.change.checks.schema);
+    assert_eq!((c.change.rows_added, c.change.rows_changed), (0, 2));
+    let got = head(&r).await;
+    assert_eq!(got.num_rows(), 2000);
+    assert_eq!(got.column(2).null_count(), 1999);
+    assert_eq!(c.content_hash, content_hash([&got]).unwrap());
+    let v = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}

@@ -41,17 +41,16 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::{Deserialize, Serialize};
 use tablepin_format::{
-    encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, ContentHash, DeletionVector,
-    ErasedFingerprint, FileEntry, ObjectId, RefKind, TableSnapshot, Version, VersionId,
-    FORMAT_VERSION,
+    encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, ContentHash, ErasedFingerprint,
+    FileEntry, ObjectId, RefKind, TableSnapshot, Version, VersionId, FORMAT_VERSION,
 };
 use tablepin_rowhash::hash_rows;
 
 use super::{now_ms, Progress, Repo};
 use crate::error::{Error, Result};
-use crate::table::datafile::{align, encode_dv, read_data_file, Select};
+use crate::table::datafile::{align, read_data_file, Select};
 use crate::table::plan::new_data_file;
-use crate::table::{keys, load_dv, schema_of};
+use crate::table::{dv, keys, load_dv, schema_of};
 
 /// A compiled predicate.
 pub(crate) struct Predicate {
@@ -579,12 +578,8 @@ impl Repo {
                     continue;
                 }
                 if !renumbered.is_empty() {
-                    let b = encode_dv(&renumbered)?;
-                    nf.deletes = Some(DeletionVector {
-                        blob: ObjectId::of(&b),
-                        count: renumbered.len(),
-                        bytes: b.len() as u64,
-                    });
+                    let (d, b) = dv::new(&renumbered)?;
+                    nf.deletes = Some(d);
                     dv_blobs.push(b);
                 }
             }
@@ -592,6 +587,14 @@ impl Repo {
         }
         out.rows = out.files.iter().map(FileEntry::live_rows).sum();
         out.content_hash = content;
+        let dv_blobs = dv::pack(&mut out.files, dv_blobs);
+        if out
+            .files
+            .iter()
+            .any(|f| f.deletes.as_ref().is_some_and(|d| d.offset.is_some()))
+        {
+            out.format = out.format.max(FORMAT_VERSION);
+        }
         let _ = table;
         Ok((out, removed, dv_blobs))
     }

@@ -599,19 +599,6 @@ pub(crate) fn align(
     RecordBatch::try_new_with_options(Arc::clone(schema), cols, &options).map_err(|e| e.to_string())
 }
 
-/// Encodes a deletion vector (roaring portable format).
-pub(crate) fn encode_dv(bm: &RoaringBitmap) -> Result<Bytes> {
-    let mut out = Vec::with_capacity(bm.serialized_size());
-    bm.serialize_into(&mut out)
-        .map_err(|e| Error::InvalidArgument(format!("cannot encode a deletion vector: {e}")))?;
-    Ok(Bytes::from(out))
-}
-
-/// Decodes a deletion vector.
-pub(crate) fn decode_dv(blob: ObjectId, bytes: &[u8]) -> Result<RoaringBitmap> {
-    RoaringBitmap::deserialize_from(bytes).map_err(|e| bad(blob, "deletion vector")(e.to_string()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -954,6 +941,5 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, Error::BadBlob { .. }), "{err}");
-        assert!(decode_dv(ObjectId::of(b"x"), b"zz").is_err());
     }
 }

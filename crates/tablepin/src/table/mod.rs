@@ -10,6 +10,7 @@
 //! new blobs, and updates the content hash in O(changed rows).
 
 pub mod datafile;
+pub(crate) mod dv;
 pub(crate) mod keys;
 pub(crate) mod merge;
 pub(crate) mod par;
@@ -19,9 +20,8 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use roaring::RoaringBitmap;
 use serde::Serialize;
-use tablepin_format::{FileEntry, TableSnapshot};
+use tablepin_format::TableSnapshot;
 use tablepin_store::Store;
 
 use datafile::read_live;
@@ -49,24 +49,7 @@ pub(crate) fn schema_of(snap: &TableSnapshot) -> SchemaRef {
     Arc::new(snap.schema.clone())
 }
 
-/// Loads a file's deletion vector.
-pub(crate) async fn load_dv(store: &Store, f: &FileEntry) -> Result<Option<RoaringBitmap>> {
-    match &f.deletes {
-        None => Ok(None),
-        Some(dv) => {
-            let bytes = store.get_blob(&dv.blob).await?;
-            Ok(Some(datafile::decode_dv(dv.blob, &bytes)?))
-        }
-    }
-}
-
-/// Loads the deletion vectors of several files at once, in their order.
-pub(crate) async fn load_dvs<'f>(
-    store: &Store,
-    files: impl IntoIterator<Item = &'f FileEntry>,
-) -> Result<Vec<Option<RoaringBitmap>>> {
-    futures::future::try_join_all(files.into_iter().map(|f| load_dv(store, f))).await
-}
+pub(crate) use dv::{load as load_dv, load_many as load_dvs};
 
 /// Reads every row of a snapshot: keyed tables in key order, unkeyed ones in
 /// insertion order. `columns` limits the output (key columns are read for

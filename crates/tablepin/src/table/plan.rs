@@ -26,10 +26,10 @@ use tablepin_rowhash::{hash_rows, RowHashError};
 use tablepin_store::Store;
 
 use super::datafile::{
-    align, encode_dv, read_data_file, write_data_file, DataFile, PageIndex, Select, WriteSettings,
+    align, read_data_file, write_data_file, DataFile, PageIndex, Select, WriteSettings,
 };
 use super::keys::{self, KeyCodec, KeyRef, SortKeys};
-use super::{load_dv, load_dvs, schema_of};
+use super::{dv, load_dvs, schema_of};
 use crate::error::{Error, Result};
 
 /// How a commit's input relates to the table.
@@ -770,16 +770,17 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     let added_hash: ContentHash = rows_out.iter().map(|i| in_hashes[*i as usize]).collect();
 
     // Old files: new deletion vectors where rows were removed.
-    let mut files = Vec::new();
+    let (mut files, mut dvs) = (Vec::new(), Vec::new());
     if let Some(par) = parent_live {
-        let (kept, dv_blobs) = apply_removals(store, par, &removals, known_dvs).await?;
-        files = kept;
-        blobs.extend(dv_blobs);
+        (files, dvs) = apply_removals(store, par, &removals, known_dvs).await?;
     }
     let old_count = files.len();
     files.extend(new_files);
     if !schema_moved && !removals.is_empty() {
-        compact(store, &mut files, &mut blobs, &schema, &key_idx, p.settings).await?;
+        compact(
+            store, &mut files, &mut dvs, &mut blobs, &schema, &key_idx, p.settings,
+        )
+        .await?;
     }
 
     let mut content = match parent_live {
@@ -791,9 +792,10 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     if schema_moved && parent_live.is_some() {
         // Every row's hash includes every column: a new column changes them
         // all, so the old files are hashed again under the new schema.
-        content = rehash(store, &mut files[..old_count], &schema).await?;
+        content = rehash(store, &mut files[..old_count], &dvs, &schema).await?;
         content.merge(&added_hash);
     }
+    blobs.extend(dv::pack(&mut files, dvs));
 
     let rows: u64 = files.iter().map(FileEntry::live_rows).sum();
     let snapshot = TableSnapshot {
@@ -933,12 +935,18 @@ impl WriteTask {
 }
 
 /// Hashes every row of `files` again under `schema`; sets each file's
-/// `hash_sum` and returns the sum over their live rows.
-async fn rehash(store: &Store, files: &mut [FileEntry], schema: &SchemaRef) -> Result<ContentHash> {
+/// `hash_sum` and returns the sum over their live rows. `fresh` are the
+/// deletion vectors this commit wrote, not stored yet.
+async fn rehash(
+    store: &Store,
+    files: &mut [FileEntry],
+    fresh: &[Bytes],
+    schema: &SchemaRef,
+) -> Result<ContentHash> {
     let mut live = ContentHash::EMPTY;
-    for f in files.iter_mut() {
+    let dvs = dv::load_with(store, files.iter(), fresh).await?;
+    for (f, dv) in files.iter_mut().zip(dvs) {
         let bytes = store.get_blob(&f.data).await?;
-        let dv = load_dv(store, f).await?;
         let batches = read_data_file(f.data, bytes, schema, Select::All)?;
         let mut all = ContentHash::EMPTY;
         let mut pos = 0u32;
@@ -958,7 +966,7 @@ async fn rehash(store: &Store, files: &mut [FileEntry], schema: &SchemaRef) -> R
 
 /// The parent's files with the removals folded into their deletion vectors;
 /// a file with no live row left is dropped. Returns the new deletion-vector
-/// blobs.
+/// blobs, each on its own ([`dv::pack`] packs them once the files are final).
 pub(crate) async fn apply_removals(
     store: &Store,
     parent: &TableSnapshot,
@@ -985,13 +993,9 @@ pub(crate) async fn apply_removals(
         if bm.len() >= f.rows {
             continue;
         }
-        let bytes = encode_dv(&bm)?;
+        let (d, bytes) = dv::new(&bm)?;
         let mut nf = f.clone();
-        nf.deletes = Some(DeletionVector {
-            blob: ObjectId::of(&bytes),
-            count: bm.len(),
-            bytes: bytes.len() as u64,
-        });
+        nf.deletes = Some(d);
         files.push(nf);
         blobs.push(bytes);
     }
@@ -1035,6 +1039,7 @@ pub(crate) fn new_data_file(
 async fn compact(
     store: &Store,
     files: &mut [FileEntry],
+    dvs: &mut Vec<Bytes>,
     blobs: &mut Vec<Bytes>,
     schema: &SchemaRef,
     key_idx: &[usize],
@@ -1051,17 +1056,6 @@ async fn compact(
         .filter(|i| files[*i].deletes.is_some())
         .collect();
     order.sort_by_key(|i| std::cmp::Reverse(files[*i].rows - files[*i].live_rows()));
-    let fresh: HashMap<ObjectId, Bytes> =
-        blobs.iter().map(|b| (ObjectId::of(b), b.clone())).collect();
-    let get = |id: ObjectId| {
-        let fresh = fresh.get(&id).cloned();
-        async move {
-            match fresh {
-                Some(b) => Ok(b),
-                None => store.get_blob(&id).await.map_err(Error::from),
-            }
-        }
-    };
     let mut rewritten = 0;
     for i in order {
         if hidden as f64 <= target {
@@ -1069,8 +1063,10 @@ async fn compact(
         }
         let f = files[i].clone();
         let Some(dv) = &f.deletes else { continue };
-        let bm = super::datafile::decode_dv(dv.blob, &get(dv.blob).await?)?;
-        let data = get(f.data).await?;
+        let Some(bm) = dv::load_with(store, [&f], dvs).await?.pop().flatten() else {
+            continue;
+        };
+        let data = store.get_blob(&f.data).await?;
         let data = DataFile::open(f.data, data)?;
         let live = data.read(schema, Select::Live(Some(&bm)))?;
         let live = concat_batches(schema, &live).map_err(Error::arrow("compacting a data file"))?;
@@ -1100,7 +1096,7 @@ async fn compact(
             .iter()
             .any(|g| g.deletes.as_ref().map(|d| d.blob) == Some(dv.blob))
         {
-            blobs.retain(|b| ObjectId::of(b) != dv.blob);
+            dvs.retain(|b| ObjectId::of(b) != dv.blob);
         }
         blobs.push(bytes);
         hidden -= f.rows - f.live_rows();
@@ -1163,10 +1159,15 @@ async fn plan_delete(
         content.sub(h);
     }
     let deleted = old.len() as u64;
-    let (mut files, mut blobs) = apply_removals(store, par, &removals, dvs).await?;
+    let (mut files, mut dvs) = apply_removals(store, par, &removals, dvs).await?;
+    let mut blobs = Vec::new();
     if !removals.is_empty() {
-        compact(store, &mut files, &mut blobs, &schema, &key_idx, settings).await?;
+        compact(
+            store, &mut files, &mut dvs, &mut blobs, &schema, &key_idx, settings,
+        )
+        .await?;
     }
+    blobs.extend(dv::pack(&mut files, dvs));
     let rows = files.iter().map(FileEntry::live_rows).sum();
     let snapshot = TableSnapshot {
         format: FORMAT_VERSION,
@@ -1181,10 +1182,10 @@ async fn plan_delete(
 
 /// The four checks of a new snapshot against its parent.
 pub(crate) fn checks(parent: Option<&TableSnapshot>, new: &TableSnapshot) -> Checks {
-    let file_ids = |s: &TableSnapshot| -> Vec<(ObjectId, Option<ObjectId>)> {
+    let file_ids = |s: &TableSnapshot| -> Vec<(ObjectId, Option<DeletionVector>)> {
         s.files
             .iter()
-            .map(|f| (f.data, f.deletes.as_ref().map(|d| d.blob)))
+            .map(|f| (f.data, f.deletes.clone()))
             .collect()
     };
     match parent {
