@@ -50,7 +50,7 @@ use super::{now_ms, Progress, Repo};
 use crate::error::{Error, Result};
 use crate::table::datafile::{align, read_data_file, Select};
 use crate::table::plan::new_data_file;
-use crate::table::{dv, keys, load_dv, schema_of};
+use crate::table::{dv, keys, schema_of};
 
 /// A compiled predicate.
 pub(crate) struct Predicate {
@@ -434,6 +434,7 @@ impl Repo {
         let mut replaced: HashMap<VersionId, VersionId> = HashMap::new();
         let mut planned = Vec::new();
         let mut hash_cache: HashMap<(ObjectId, String), Vec<[u8; 32]>> = HashMap::new();
+        let mut dv_known = dv::Known::new();
         for id in order {
             let Some(v) = versions.get(&id) else { continue };
             let new_parents: Vec<VersionId> = v
@@ -455,7 +456,7 @@ impl Repo {
             if let Some(s) = snap {
                 old_hash = s.content_hash;
                 let (ns, n_removed, dvs) = self
-                    .rewrite_snapshot(table, s, &rewrites, &mut hash_cache)
+                    .rewrite_snapshot(table, s, &rewrites, &mut hash_cache, &mut dv_known)
                     .await?;
                 new_hash = ns.content_hash;
                 removed = n_removed;
@@ -533,6 +534,7 @@ impl Repo {
         s: &TableSnapshot,
         rewrites: &BTreeMap<ObjectId, FileRewrite>,
         cache: &mut HashMap<(ObjectId, String), Vec<[u8; 32]>>,
+        dv_known: &mut dv::Known,
     ) -> Result<(TableSnapshot, u64, Vec<Bytes>)> {
         let schema = schema_of(s);
         let skey = serde_json::to_string(&s.schema).unwrap_or_default();
@@ -552,7 +554,7 @@ impl Repo {
                 cache.insert(key.clone(), hash_rows(&aligned)?);
             }
             let hashes = cache.get(&key).map(Vec::as_slice).unwrap_or_default();
-            let dv = load_dv(self.store(), f).await?;
+            let dv = dv::load(self.store(), f, dv_known).await?;
             let mut sum_all = ContentHash::EMPTY;
             for (h, p) in hashes.iter().zip(&rw.matched) {
                 sum_all.add(h);

@@ -21,7 +21,7 @@ use tablepin_store::StoreError;
 use super::{Progress, Repo};
 use crate::error::Result;
 use crate::table::datafile::{read_data_file, Select};
-use crate::table::{load_dv, schema_of};
+use crate::table::{dv, schema_of};
 
 /// A data file's row hashes (under one schema) and their sum, computed once
 /// per verify however many snapshots share the file.
@@ -129,6 +129,7 @@ impl Repo {
         let mut todo: Vec<(String, VersionId)> = roots;
         let mut snapshots_done: HashSet<ObjectId> = HashSet::new();
         let mut row_hashes: HashMap<(ObjectId, String), FileHashes> = HashMap::new();
+        let mut dv_known = dv::Known::new();
         progress.begin("checking versions", 0);
         while let Some((from, id)) = todo.pop() {
             if !seen.insert(id) {
@@ -187,7 +188,13 @@ impl Repo {
                 };
                 r.snapshots += 1;
                 if let Err(p) = self
-                    .check_snapshot(&snap, &bad, &mut row_hashes, &mut r.rows_hashed)
+                    .check_snapshot(
+                        &snap,
+                        &bad,
+                        &mut row_hashes,
+                        &mut dv_known,
+                        &mut r.rows_hashed,
+                    )
                     .await
                 {
                     r.problems
@@ -212,6 +219,7 @@ impl Repo {
         snap: &TableSnapshot,
         bad: &HashSet<ObjectId>,
         cache: &mut HashMap<(ObjectId, String), FileHashes>,
+        dv_known: &mut dv::Known,
         rows_hashed: &mut u64,
     ) -> std::result::Result<(), String> {
         let schema = schema_of(snap);
@@ -264,7 +272,9 @@ impl Repo {
                     f.hash_sum.short(16)
                 ));
             }
-            let dv = load_dv(self.store(), f).await.map_err(|e| e.to_string())?;
+            let dv = dv::load(self.store(), f, dv_known)
+                .await
+                .map_err(|e| e.to_string())?;
             let mut live = all;
             if let Some(dv) = &dv {
                 if dv.len() != f.deletes.as_ref().map_or(0, |d| d.count) {

@@ -114,9 +114,13 @@ pub(crate) fn pack(files: &mut [FileEntry], dvs: Vec<Bytes>) -> Vec<Bytes> {
     vec![Bytes::from(packed)]
 }
 
-/// Loads a file's deletion vector.
-pub(crate) async fn load(store: &Store, f: &FileEntry) -> Result<Option<RoaringBitmap>> {
-    Ok(load_many(store, [f]).await?.pop().flatten())
+/// Loads a file's deletion vector, through `known` (see [`load_with`]).
+pub(crate) async fn load(
+    store: &Store,
+    f: &FileEntry,
+    known: &mut Known,
+) -> Result<Option<RoaringBitmap>> {
+    Ok(load_with(store, [f], known).await?.pop().flatten())
 }
 
 /// Loads the deletion vectors of several files, in their order, reading
@@ -125,21 +129,27 @@ pub(crate) async fn load_many<'f>(
     store: &Store,
     files: impl IntoIterator<Item = &'f FileEntry>,
 ) -> Result<Vec<Option<RoaringBitmap>>> {
-    load_with(store, files, &[]).await
+    load_with(store, files, &mut Known::new()).await
 }
 
-/// [`load_many`], taking the blobs in `fresh` (deletion vectors this
-/// commit wrote, not stored yet) from there rather than from the store.
+/// Deletion-vector blobs by name: a commit's own, not stored yet, or ones
+/// already read (and verified) that later loads take from memory.
+pub(crate) type Known = HashMap<ObjectId, Bytes>;
+
+/// Names `fresh` blobs for [`load_with`].
+pub(crate) fn known(fresh: &[Bytes]) -> Known {
+    fresh.iter().map(|b| (ObjectId::of(b), b.clone())).collect()
+}
+
+/// [`load_many`], taking the blobs in `blobs` from there rather than from
+/// the store, and keeping there the ones it reads: an erasure that walks a
+/// hundred versions reads each pack once, not once per version.
 pub(crate) async fn load_with<'f>(
     store: &Store,
     files: impl IntoIterator<Item = &'f FileEntry>,
-    fresh: &[Bytes],
+    blobs: &mut Known,
 ) -> Result<Vec<Option<RoaringBitmap>>> {
     let dvs: Vec<Option<&DeletionVector>> = files.into_iter().map(|f| f.deletes.as_ref()).collect();
-    let mut blobs: HashMap<ObjectId, Bytes> = HashMap::new();
-    for b in fresh {
-        blobs.insert(ObjectId::of(b), b.clone());
-    }
     let mut ids: Vec<ObjectId> = dvs
         .iter()
         .flatten()

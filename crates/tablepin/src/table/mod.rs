@@ -49,7 +49,7 @@ pub(crate) fn schema_of(snap: &TableSnapshot) -> SchemaRef {
     Arc::new(snap.schema.clone())
 }
 
-pub(crate) use dv::{load as load_dv, load_many as load_dvs};
+pub(crate) use dv::load_many as load_dvs;
 
 /// Reads every row of a snapshot: keyed tables in key order, unkeyed ones in
 /// insertion order. `columns` limits the output (key columns are read for

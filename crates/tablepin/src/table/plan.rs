@@ -944,7 +944,7 @@ async fn rehash(
     schema: &SchemaRef,
 ) -> Result<ContentHash> {
     let mut live = ContentHash::EMPTY;
-    let dvs = dv::load_with(store, files.iter(), fresh).await?;
+    let dvs = dv::load_with(store, files.iter(), &mut dv::known(fresh)).await?;
     for (f, dv) in files.iter_mut().zip(dvs) {
         let bytes = store.get_blob(&f.data).await?;
         let batches = read_data_file(f.data, bytes, schema, Select::All)?;
@@ -1063,7 +1063,7 @@ async fn compact(
         }
         let f = files[i].clone();
         let Some(dv) = &f.deletes else { continue };
-        let Some(bm) = dv::load_with(store, [&f], dvs).await?.pop().flatten() else {
+        let Some(bm) = dv::load(store, &f, &mut dv::known(dvs)).await? else {
             continue;
         };
         let data = store.get_blob(&f.data).await?;
