@@ -540,7 +540,7 @@ fn named_with(n: i64, changed: &[(i64, &str)]) -> RecordBatch {
 
 #[tokio::test]
 async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
-    let (_d, r) = repo_with(WriteSettings {
+    let (d, r) = repo_with(WriteSettings {
         file_rows: 1000,
         ..Default::default()
     })
@@ -603,6 +603,22 @@ async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
     );
     let v = r.verify(&tablepin::NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
+
+    // One byte of the first pack flipped: reading a version that names it
+    // fails naming the pack, and verify names it in both versions.
+    let path = d.path().join("objects").join(pack.fanout_path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let err = r.read("week1", "t", None).await.unwrap_err();
+    assert!(err.to_string().contains(&pack.to_string()), "{err}");
+    let v = r.verify(&tablepin::NoProgress).await.unwrap();
+    let named: Vec<_> = v
+        .problems
+        .iter()
+        .filter(|p| p.contains(&format!("deletion vector {pack} is damaged")))
+        .collect();
+    assert_eq!(named.len(), 2, "{:?}", v.problems);
 }
 
 #[tokio::test]
