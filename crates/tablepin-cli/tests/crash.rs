@@ -81,3 +81,50 @@ fn a_commit_killed_at_any_write_leaves_old_or_new() {
     });
     assert!(writes >= 4, "a commit makes several writes ({writes})");
 }
+
+#[test]
+fn a_commit_that_writes_a_deletion_vector_pack_killed_at_any_write_leaves_old_or_new() {
+    // 300,000 rows: two data files (262,144 rows a file), so an upsert that
+    // changes a row in each hides rows in both and packs the two bitmaps.
+    let base = Project::new();
+    let mut csv = String::from("id,name\n");
+    for i in 0..300_000 {
+        csv.push_str(&format!("{i},n{i}\n"));
+    }
+    let f = base.write("big.csv", &csv);
+    base.run(&["commit", "big", &f, "--key", "id"]).ok();
+    let old = base.head();
+    base.write("change.csv", "id,name\n5,x\n290000,y\n");
+    let args = ["commit", "big", "change.csv", "--mode", "upsert"];
+    let packed = |p: &Project| -> Vec<serde_json::Value> {
+        let show = p.run(&["--json", "show", "main"]);
+        show.ok();
+        let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+        v["tables"][0]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f.get("deletes").cloned())
+            .collect()
+    };
+    let writes = kill_at_every_write(&base, &args, |p, _| {
+        let h = p.head();
+        let dvs = packed(p);
+        if h == old {
+            assert!(dvs.is_empty(), "{dvs:?}");
+        } else {
+            assert_eq!(dvs.len(), 2, "{dvs:?}");
+            assert_eq!(dvs[0]["blob"], dvs[1]["blob"], "one pack: {dvs:?}");
+        }
+        let cat = p.run(&["--json", "cat", "main", "big", "--limit", "1"]);
+        cat.ok();
+        assert!(
+            cat.stdout.contains("\"total_rows\": 300000"),
+            "{}",
+            cat.stdout
+        );
+    });
+    // The data file, the pack, the snapshot, the version and the ref entry
+    // (with a blob for each bitmap it was 6).
+    assert_eq!(writes, 5, "the commit's writes");
+}
