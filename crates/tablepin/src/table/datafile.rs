@@ -352,7 +352,7 @@ fn write_data_file_serially(batch: &RecordBatch, props: &WriterProperties) -> Re
     Ok(Bytes::from(w.into_inner().map_err(err)?))
 }
 
-fn bad(blob: ObjectId, what: &'static str) -> impl Fn(String) -> Error {
+pub(crate) fn bad(blob: ObjectId, what: &'static str) -> impl Fn(String) -> Error {
     move |message| Error::BadBlob {
         blob,
         what,

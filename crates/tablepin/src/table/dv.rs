@@ -40,11 +40,7 @@ pub(crate) fn decode(blob: ObjectId, bytes: &[u8]) -> Result<RoaringBitmap> {
 }
 
 fn bad(blob: ObjectId, message: String) -> Error {
-    Error::BadBlob {
-        blob,
-        what: "deletion vector",
-        message,
-    }
+    super::datafile::bad(blob, "deletion vector")(message)
 }
 
 /// The bitmap `dv` names, out of the bytes of its blob (the whole blob, or

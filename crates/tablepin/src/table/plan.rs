@@ -1057,13 +1057,16 @@ async fn compact(
         .collect();
     order.sort_by_key(|i| std::cmp::Reverse(files[*i].rows - files[*i].live_rows()));
     let mut rewritten = 0;
+    // This commit's bitmaps, named once (compaction may drop some from
+    // `dvs` below; a dropped one's file is the one just rewritten).
+    let mut known = dv::known(dvs);
     for i in order {
         if hidden as f64 <= target {
             break;
         }
         let f = files[i].clone();
         let Some(dv) = &f.deletes else { continue };
-        let Some(bm) = dv::load(store, &f, &mut dv::known(dvs)).await? else {
+        let Some(bm) = dv::load(store, &f, &mut known).await? else {
             continue;
         };
         let data = store.get_blob(&f.data).await?;
