@@ -325,12 +325,15 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
                 .deletes
                 .as_ref()
                 .map(|d| {
-                    let at = d.offset.map(|o| format!(" at {o}")).unwrap_or_default();
+                    let blob = d.blob.short(12);
+                    let place = match d.offset {
+                        Some(o) => format!("in pack {blob} at byte {o}"),
+                        None => blob,
+                    };
                     format!(
-                        ", {} deleted ({} DV {}{at})",
+                        ", {} deleted ({} deletion vector {place})",
                         d.count,
-                        size(d.bytes),
-                        d.blob.short(12),
+                        size(d.bytes)
                     )
                 })
                 .unwrap_or_default();

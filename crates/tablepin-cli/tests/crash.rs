@@ -127,4 +127,15 @@ fn a_commit_that_writes_a_deletion_vector_pack_killed_at_any_write_leaves_old_or
     // The data file, the pack, the snapshot, the version and the ref entry
     // (with a blob for each bitmap it was 6).
     assert_eq!(writes, 5, "the commit's writes");
+    // `show` says where each bitmap is: in the one pack, at its offset.
+    base.run(&args).ok();
+    let show = base.run(&["show", "main"]);
+    show.ok();
+    let dvs = packed(&base);
+    assert_ne!(dvs[0]["offset"], dvs[1]["offset"], "{dvs:?}");
+    for d in &dvs {
+        let pack = &d["blob"].as_str().unwrap()[..12];
+        let want = format!("deletion vector in pack {pack} at byte {}", d["offset"]);
+        assert!(show.stdout.contains(&want), "{want}: {}", show.stdout);
+    }
 }
