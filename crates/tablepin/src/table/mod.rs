@@ -49,8 +49,6 @@ pub(crate) fn schema_of(snap: &TableSnapshot) -> SchemaRef {
     Arc::new(snap.schema.clone())
 }
 
-pub(crate) use dv::load_many as load_dvs;
-
 /// Reads every row of a snapshot: keyed tables in key order, unkeyed ones in
 /// insertion order. `columns` limits the output (key columns are read for
 /// the merge either way).
@@ -61,7 +59,7 @@ pub(crate) async fn scan(
 ) -> Result<(SchemaRef, Vec<RecordBatch>, ReadStats)> {
     let schema = schema_of(snap);
     let mut stats = ReadStats::default();
-    let dvs = load_dvs(store, &snap.files).await?;
+    let dvs = dv::load_many(store, &snap.files).await?;
     for f in &snap.files {
         stats.files += 1;
         stats.bytes += f.bytes;

@@ -29,7 +29,7 @@ use super::datafile::{
     align, read_data_file, write_data_file, DataFile, PageIndex, Select, WriteSettings,
 };
 use super::keys::{self, KeyCodec, KeyRef, SortKeys};
-use super::{dv, load_dvs, schema_of};
+use super::{dv, schema_of};
 use crate::error::{Error, Result};
 
 /// How a commit's input relates to the table.
@@ -387,7 +387,7 @@ impl LookUp {
                 }
             }
         }
-        let dvs = load_dvs(store, work.iter().map(|(fi, _)| &parent.files[*fi])).await?;
+        let dvs = dv::load_many(store, work.iter().map(|(fi, _)| &parent.files[*fi])).await?;
         Ok(Self { work, dvs })
     }
 
@@ -494,7 +494,7 @@ async fn read_all(
     schema: &SchemaRef,
     codec: Option<&KeyCodec>,
 ) -> Result<AllRows> {
-    let dvs = load_dvs(store, &parent.files).await?;
+    let dvs = dv::load_many(store, &parent.files).await?;
     let ids: Vec<ObjectId> = parent.files.iter().map(|f| f.data).collect();
     let per_file = store
         .map_blobs(&ids, |fi, bytes| {
@@ -981,7 +981,7 @@ pub(crate) async fn apply_removals(
         .copied()
         .filter(|fi| *fi < parent.files.len() && !old_dvs.contains_key(fi))
         .collect();
-    let loaded = load_dvs(store, growing.iter().map(|fi| &parent.files[*fi])).await?;
+    let loaded = dv::load_many(store, growing.iter().map(|fi| &parent.files[*fi])).await?;
     old_dvs.extend(growing.into_iter().zip(loaded));
     for (fi, f) in parent.files.iter().enumerate() {
         let Some(pos) = removals.get(&fi) else {
