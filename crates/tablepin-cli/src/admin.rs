@@ -30,8 +30,8 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
         if json_out {
             output::json(&json!({ "dry_run": true, "plan": plan }))?;
         } else {
-            print_gc_plan(&plan);
-            println!("(dry run: nothing was changed)");
+            print_gc_plan(&plan)?;
+            outln!("(dry run: nothing was changed)");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -39,11 +39,12 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
     if json_out {
         output::json(&report)?;
     } else {
-        print_gc_plan(&report.plan);
-        println!(
-            "Deleted {} blobs ({}), wrote {} tombstones; {} blobs spared (in use by a concurrent commit or younger than the grace period)",
+        print_gc_plan(&report.plan)?;
+        outln!(
+            "Deleted {} blobs ({}) and {} leftover temporary files, wrote {} tombstones; {} blobs spared (in use by a concurrent commit or younger than the grace period)",
             report.blobs_deleted,
             size(report.bytes_freed),
+            report.leftovers_deleted,
             report.tombstones,
             report.blobs_spared
         );
@@ -51,8 +52,8 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_gc_plan(p: &tablepin::GcPlan) {
-    println!(
+fn print_gc_plan(p: &tablepin::GcPlan) -> Result<()> {
+    outln!(
         "Versions: {} kept, {} expired. Blobs: {} kept ({}), {} to delete ({}), {} in the grace period.",
         p.versions_kept.len(),
         p.versions_expired.len(),
@@ -63,7 +64,7 @@ fn print_gc_plan(p: &tablepin::GcPlan) {
         p.blobs_in_grace
     );
     for t in &p.tags {
-        println!(
+        outln!(
             "  tag {:<24} {} {}",
             t.name,
             t.version.short(12),
@@ -75,11 +76,12 @@ fn print_gc_plan(p: &tablepin::GcPlan) {
         );
     }
     if p.blobs_holding_erased > 0 {
-        println!(
+        outln!(
             "  warning: {} kept data files still hold rows an erasure removed; run `tablepin erase` again with the same predicate",
             p.blobs_holding_erased
         );
     }
+    Ok(())
 }
 
 pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode> {
@@ -95,8 +97,8 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
             reason,
         })
         .await?;
-    let print_plan = |p: &tablepin::ErasePlan| {
-        println!(
+    let print_plan = |p: &tablepin::ErasePlan| -> Result<()> {
+        outln!(
             "Erase from table '{}': {} stored rows in {} data files; {} versions replaced; {} to write.",
             p.table,
             p.rows_removed,
@@ -109,7 +111,7 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
             .iter()
             .filter(|v| v.rows_removed > 0 || !v.refs.is_empty())
         {
-            println!(
+            outln!(
                 "  version {} -> {}: {} rows removed{}",
                 v.old.short(12),
                 v.new.short(12),
@@ -122,14 +124,15 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
             );
         }
         if p.resumes {
-            println!("  (finishes an erasure with this predicate that was interrupted)");
+            outln!("  (finishes an erasure with this predicate that was interrupted)");
         }
+        Ok(())
     };
     if plan.is_empty() {
         if json_out {
             output::json(&json!({ "plan": plan, "applied": false }))?;
         } else {
-            println!("No stored row of '{}' matches; nothing to erase.", a.table);
+            outln!("No stored row of '{}' matches; nothing to erase.", a.table);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -137,19 +140,19 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         if json_out {
             output::json(&json!({ "dry_run": true, "plan": plan }))?;
         } else {
-            print_plan(&plan);
-            println!("(dry run: nothing was changed)");
+            print_plan(&plan)?;
+            outln!("(dry run: nothing was changed)");
         }
         return Ok(ExitCode::SUCCESS);
     }
     if !json_out {
-        print_plan(&plan);
+        print_plan(&plan)?;
     }
     let report = repo.erase_apply(plan).await?;
     if json_out {
         output::json(&report)?;
     } else {
-        println!(
+        outln!(
             "Erased: audit record {} written, {} blobs deleted, {} written in {:.2} s. Run `tablepin verify --erased` to prove it.",
             report.audit.seq,
             report.audit.blobs_deleted,
@@ -167,11 +170,11 @@ pub async fn audit(repo: &Repo, json_out: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if records.is_empty() {
-        println!("No erasures recorded.");
+        outln!("No erasures recorded.");
     }
     for r in &records {
         let rows: u64 = r.versions.iter().map(|v| v.rows_removed).sum();
-        println!(
+        outln!(
             "erasure {} at {} by {} on table '{}': {:?}\n  predicate hash {}\n  {} versions rewritten ({} rows removed across them), {} blobs deleted, {} written, {} erased rows fingerprinted",
             r.seq,
             time(r.time_ms),
@@ -186,7 +189,7 @@ pub async fn audit(repo: &Repo, json_out: bool) -> Result<ExitCode> {
             r.fingerprint.rows.len()
         );
         for m in &r.moved_refs {
-            println!(
+            outln!(
                 "  {} {}: {} -> {} (content {} -> {})",
                 m.kind
                     .dir()
@@ -207,8 +210,8 @@ pub async fn verify_erased(repo: &Repo, bar: &Bar) -> Result<ErasedCheck> {
     Ok(repo.verify_erased(bar).await?)
 }
 
-pub fn print_erased(e: &ErasedCheck) {
-    println!(
+pub fn print_erased(e: &ErasedCheck) -> Result<()> {
+    outln!(
         "Erasures: {} records checked against {} data files ({} rows): {}",
         e.records,
         e.files,
@@ -220,8 +223,9 @@ pub fn print_erased(e: &ErasedCheck) {
         }
     );
     for (b, n) in &e.holders {
-        println!("problem: blob {b} holds {n} erased rows");
+        outln!("problem: blob {b} holds {n} erased rows");
     }
+    Ok(())
 }
 
 pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
@@ -235,8 +239,8 @@ pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
     if json_out {
         output::json(&r)?;
     } else {
-        print_lab(&r);
-        println!(
+        print_lab(&r)?;
+        outln!(
             "\nWrote {0}/results.json, {0}/report.md and charts in {0}/",
             a.out
         );
@@ -244,7 +248,7 @@ pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_lab(r: &serde_json::Value) {
+fn print_lab(r: &serde_json::Value) -> Result<()> {
     let g = |k: &str| {
         tablepin_lab::run::get(r, k)
             .cloned()
@@ -255,20 +259,20 @@ fn print_lab(r: &serde_json::Value) {
             .map(|b| format!("{:.1} MB", b / 1e6))
             .unwrap_or_default()
     };
-    println!(
+    outln!(
         "Online Retail II: {} sale lines, {} cancellations, {} returns matched, {} changed nothing",
         g("sale_lines"),
         g("cancellations"),
         g("returns_matched"),
         g("returns_changed_nothing")
     );
-    println!(
+    outln!(
         "{} commits; last version {} rows ({} in its month files)",
         g("commits"),
         g("last_version.rows"),
         mb("last_version.month_bytes")
     );
-    println!("Bytes stored for all versions:");
+    outln!("Bytes stored for all versions:");
     for l in [
         "copy",
         "copy_hashed",
@@ -278,27 +282,28 @@ fn print_lab(r: &serde_json::Value) {
         "tablepin_pyarrow",
         "tablepin",
     ] {
-        println!("  {l:<17} {:>10}", mb(&format!("stored.{l}")));
+        outln!("  {l:<17} {:>10}", mb(&format!("stored.{l}")));
     }
-    println!(
+    outln!(
         "tablepin stores all versions in {:.2}x the last version's month files; tags read back: {}",
         g("stored_over_last_version.tablepin")
             .as_f64()
             .unwrap_or(0.0),
         g("tags_read_back_of")
     );
-    println!(
+    outln!(
         "Erasure: {} lines of customer {}; tablepin erase wrote {} in {:.2}s",
         g("erasure.lines"),
         g("erasure.customer"),
         mb("erasure.tablepin.bytes_written"),
         g("erasure.tablepin.seconds").as_f64().unwrap_or(0.0)
     );
-    println!(
+    outln!(
         "Ran in {:.1} s, peak memory {:.0} MB",
         g("seconds").as_f64().unwrap_or(0.0),
         g("peak_rss_bytes").as_f64().unwrap_or(0.0) / 1e6
     );
+    Ok(())
 }
 
 pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
@@ -315,13 +320,13 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
         let w = &r["weekly_commit"];
         let h = &r["read_head"];
         let v = &r["verify"];
-        println!(
+        outln!(
             "Table: {} generated rows, {} stored; tablepin used {} thread(s) (TABLEPIN_THREADS), the plain reader and writer one",
             r["rows"],
             size(w["table_bytes"].as_u64().unwrap_or(0)),
             r["threads"]
         );
-        println!(
+        outln!(
             "weekly commit (10,000 appended + 150 changed): {:.1} ms vs full Parquet rewrite {:.1} ms: ratio {:.3} (target < 0.05); {} new ({:.2}% of the table)",
             w["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
             w["full_rewrite_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
@@ -330,13 +335,13 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
             100.0 * w["bytes_share"].as_f64().unwrap_or(0.0)
         );
         if let Some(cpu) = w["cpu_ratio"].as_f64() {
-            println!(
+            outln!(
                 "  in CPU time on all threads, summed over the runs: {:.0} ms vs {:.0} ms, ratio {cpu:.3}",
                 w["cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
                 w["full_rewrite_cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
             );
         }
-        println!(
+        outln!(
             "read head: {:.1} ms vs one plain Parquet file {:.1} ms, both keeping every batch: ratio {:.3} (target <= 1.1); the plain read dropping each batch: {:.1} ms, ratio {:.3}",
             h["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
             h["plain_parquet_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
@@ -344,13 +349,13 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
             h["plain_streamed_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
             h["ratio_to_streamed"].as_f64().unwrap_or(0.0)
         );
-        println!(
+        outln!(
             "verify: {:.0} MB/s of blobs, {:.2} s in all",
             v["mb_per_s"].as_f64().unwrap_or(0.0),
             v["seconds"].as_f64().unwrap_or(0.0)
         );
         if let Some(l) = r.get("lab_gc_erase") {
-            println!(
+            outln!(
                 "lab gc/erase: {}",
                 serde_json::to_string_pretty(l).unwrap_or_default()
             );

@@ -9,11 +9,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// A repository is a `.tablepin` folder (found in the current folder or a
 /// parent, as git does), or the path given by --repo or TABLEPIN_REPO.
 /// Revisions (REV) are a tag, a branch, a version id or a unique prefix of
-/// one, REV~N (N versions back), or @TIME / BRANCH@TIME (RFC 3339: the
-/// version the branch named at that time).
+/// one, HEAD (main's head), REV~N (N versions back), or @TIME / BRANCH@TIME
+/// (a date such as 2010-11-30, or RFC 3339: the version the branch named at
+/// that time).
 ///
 /// Exit codes: 0 ok, 1 storage failure, 2 bad input, 3 not found,
-/// 4 conflict, 5 damaged data.
+/// 4 conflict (or busy: run again), 5 damaged data, 6 internal error.
 #[derive(Debug, Parser)]
 #[command(name = "tablepin", version, max_term_width = 100)]
 pub struct Cli {
@@ -108,13 +109,31 @@ pub struct CommitArgs {
     /// The commit message.
     #[arg(short, long, default_value = "")]
     pub message: String,
-    /// The branch to commit to.
+    /// The branch to commit to. It must exist (a typo is refused, naming
+    /// the branches there are), unless --create-branch.
     #[arg(long, default_value = "main")]
     pub branch: String,
-    /// Accept a schema change other than an added nullable column
-    /// (needs --mode overwrite: the table is rewritten).
+    /// Create --branch if it does not exist, starting at main's head (as
+    /// `tablepin branch NAME` would), then commit to it.
+    #[arg(long)]
+    pub create_branch: bool,
+    /// Accept a schema change other than an added nullable column or a
+    /// widened type (needs --mode overwrite: the table is rewritten).
     #[arg(long)]
     pub allow_schema_change: bool,
+    /// Read input columns as the table's types where they differ, when no
+    /// value changes (e.g. 30.0 as 30); a value that would change is named
+    /// and nothing is committed.
+    #[arg(long)]
+    pub cast: bool,
+    /// The field separator of a CSV file (default: tab for .tsv, comma
+    /// otherwise). One character, or `\t`.
+    #[arg(long, value_name = "CHAR")]
+    pub delimiter: Option<String>,
+    /// How long to keep retrying while other writers commit to the branch
+    /// first (each retry plans again against the new head).
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub retry_for: humantime::Duration,
 }
 
 #[derive(Debug, Args)]
@@ -131,9 +150,18 @@ pub struct CompactArgs {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// The branch.
-    #[arg(long, default_value = "main")]
-    pub branch: String,
+    /// The branch (default: main).
+    #[arg(value_name = "BRANCH", conflicts_with = "branch_flag")]
+    pub branch: Option<String>,
+    /// The branch, as a flag (the same as the argument).
+    #[arg(long = "branch", id = "branch_flag", value_name = "BRANCH")]
+    pub branch_flag: Option<String>,
+    /// Show at most N versions.
+    #[arg(short = 'n', long = "max-count", value_name = "N")]
+    pub max_count: Option<usize>,
+    /// Show only the versions that changed this table.
+    #[arg(long, value_name = "TABLE")]
+    pub table: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -156,9 +184,15 @@ pub struct TagArgs {
     /// List tags.
     #[arg(long, conflicts_with = "delete")]
     pub list: bool,
-    /// Delete the tag NAME.
+    /// Delete the tag NAME (it stays restorable: --deleted, --restore).
     #[arg(long)]
     pub delete: bool,
+    /// List deleted tags and the version each named last.
+    #[arg(long, conflicts_with_all = ["delete", "list", "restore"])]
+    pub deleted: bool,
+    /// Restore the deleted tag NAME to the version it named last.
+    #[arg(long, conflicts_with_all = ["delete", "list"])]
+    pub restore: bool,
 }
 
 #[derive(Debug, Args)]
@@ -171,9 +205,19 @@ pub struct BranchArgs {
     /// List branches.
     #[arg(long, conflicts_with = "delete")]
     pub list: bool,
-    /// Delete the branch NAME.
+    /// Delete the branch NAME (it stays restorable: --deleted, --restore;
+    /// gc keeps what it named for its grace period).
     #[arg(long)]
     pub delete: bool,
+    /// With --delete: also delete main or the only branch.
+    #[arg(long, requires = "delete")]
+    pub force: bool,
+    /// List deleted branches and the version each named last.
+    #[arg(long, conflicts_with_all = ["delete", "list", "restore"])]
+    pub deleted: bool,
+    /// Restore the deleted branch NAME to the version it named last.
+    #[arg(long, conflicts_with_all = ["delete", "list"])]
+    pub restore: bool,
 }
 
 #[derive(Debug, Args)]

@@ -49,30 +49,32 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Log(a) => log(&open(&cli.repo).await?, a, json_out).await,
         Command::Show(a) => show(&open(&cli.repo).await?, a, json_out).await,
         Command::Tag(a) => {
-            refs(
-                &open(&cli.repo).await?,
-                RefKind::Tag,
-                a.name,
-                a.rev,
-                a.message,
-                a.list,
-                a.delete,
-                json_out,
-            )
-            .await
+            let r = RefArgs {
+                kind: RefKind::Tag,
+                name: a.name,
+                rev: a.rev,
+                message: a.message,
+                list: a.list,
+                delete: a.delete,
+                force: false,
+                deleted: a.deleted,
+                restore: a.restore,
+            };
+            refs(&open(&cli.repo).await?, r, json_out).await
         }
         Command::Branch(a) => {
-            refs(
-                &open(&cli.repo).await?,
-                RefKind::Branch,
-                a.name,
-                a.rev,
-                String::new(),
-                a.list,
-                a.delete,
-                json_out,
-            )
-            .await
+            let r = RefArgs {
+                kind: RefKind::Branch,
+                name: a.name,
+                rev: a.rev,
+                message: String::new(),
+                list: a.list,
+                delete: a.delete,
+                force: a.force,
+                deleted: a.deleted,
+                restore: a.restore,
+            };
+            refs(&open(&cli.repo).await?, r, json_out).await
         }
         Command::Export(a) => export(&open(&cli.repo).await?, a, json_out).await,
         Command::Cat(a) => cat(&open(&cli.repo).await?, a, json_out).await,
@@ -83,7 +85,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Audit => crate::admin::audit(&open(&cli.repo).await?, json_out).await,
         Command::Lab(a) => crate::admin::lab(a, json_out).await,
         Command::Bench(a) => crate::admin::bench(a, json_out).await,
-        Command::Generate(a) => generate(a),
+        Command::Generate(a) => generate(a, json_out),
     }
 }
 
@@ -104,13 +106,50 @@ async fn init(repo: &Option<String>, a: InitArgs, json_out: bool) -> Result<Exit
     if json_out {
         output::json(&json!({ "repository": location, "write": r.config().write }))?;
     } else {
-        println!("Initialized an empty tablepin repository in {location}");
+        outln!("Initialized an empty tablepin repository in {location}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> {
-    let (schema, batches) = tablepin::files::read_table_file(&a.file)?;
+    let delimiter = match a.delimiter.as_deref() {
+        None => None,
+        Some("\\t" | "\t" | "tab") => Some(b'\t'),
+        Some(d) if d.len() == 1 => Some(d.as_bytes()[0]),
+        Some(d) => {
+            return Err(usage(format!(
+                "--delimiter takes one character (or \\t for a tab), not '{d}'"
+            )))
+        }
+    };
+    let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
+    let spinner = output::Spinner::new(format!("reading {} ({})", a.file, size(bytes)));
+    let (mut schema, mut batches) = tablepin::files::read_table_file_with(
+        &a.file,
+        &tablepin::files::ReadOptions { delimiter },
+    )?;
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    spinner.step(format!(
+        "committing {rows} rows to '{}': hashing, comparing with the branch head, writing what changed",
+        a.table
+    ));
+    let header_only = tablepin::files::is_header_only_csv(&a.file, &batches);
+    if header_only {
+        // A CSV header says nothing of the columns' types: read it with the
+        // table's schema, or refuse it for a new table.
+        let Some(table_schema) = repo.table_schema(&a.branch, &a.table).await? else {
+            return Err(tablepin::Error::Input {
+                path: a.file.clone(),
+                message: format!(
+                    "has a header but no rows, and table '{}' does not exist yet on '{}'; a new table's column types come from its rows, so commit a file with at least one row",
+                    a.table, a.branch
+                ),
+            }
+            .into());
+        };
+        schema = tablepin::files::empty_with_schema(&a.file, &schema, &table_schema)?;
+        batches = Vec::new();
+    }
     let opts = CommitOptions {
         mode: match a.mode {
             ModeArg::Overwrite => Mode::Overwrite,
@@ -120,16 +159,26 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
         },
         key: a.key,
         allow_schema_change: a.allow_schema_change,
+        cast: a.cast,
         message: a.message,
         branch: a.branch,
         time_ms: None,
+        create_branch: a.create_branch,
+        retry_for: a.retry_for.into(),
     };
     let r = repo.commit(&a.table, schema, batches, &opts).await?;
+    drop(spinner);
+    if header_only && opts.mode == Mode::Overwrite && r.change.rows_deleted > 0 {
+        eprintln!(
+            "note: {} has no rows, so this overwrite deleted all {} rows of '{}' (the version before keeps them)",
+            a.file, r.change.rows_deleted, a.table
+        );
+    }
     if json_out {
         output::json(&r)?;
     } else {
         let c = &r.change;
-        println!(
+        outln!(
             "[{} {}] {} '{}': {} rows (+{} ~{} -{}), {} new in {} blobs, checks: {}",
             r.branch,
             r.version.short(12),
@@ -159,9 +208,10 @@ async fn compact(repo: &Repo, a: CompactArgs, json_out: bool) -> Result<ExitCode
                 "compacted": false, "table": a.table, "branch": a.branch,
             }))?;
         } else {
-            println!(
+            outln!(
                 "'{}' on {} is already compact; nothing written",
-                a.table, a.branch
+                a.table,
+                a.branch
             );
         }
         return Ok(ExitCode::SUCCESS);
@@ -181,7 +231,7 @@ async fn compact(repo: &Repo, a: CompactArgs, json_out: bool) -> Result<ExitCode
             "commit": r,
         }))?;
     } else {
-        println!(
+        outln!(
             "[{} {}] compact '{}': {} files ({} hidden rows) -> {} files; {} rows, content hash unchanged; {} new in {} blobs",
             r.branch,
             r.version.short(12),
@@ -207,7 +257,15 @@ fn fired(c: &tablepin::format::Checks) -> String {
 }
 
 async fn log(repo: &Repo, a: LogArgs, json_out: bool) -> Result<ExitCode> {
-    let entries = repo.log(&a.branch).await?;
+    let branch = a
+        .branch
+        .or(a.branch_flag)
+        .unwrap_or_else(|| tablepin::DEFAULT_BRANCH.to_string());
+    let opts = tablepin::LogOptions {
+        max: a.max_count,
+        table: a.table,
+    };
+    let entries = repo.log_with(&branch, &opts).await?;
     if json_out {
         output::json(&entries)?;
         return Ok(ExitCode::SUCCESS);
@@ -215,7 +273,7 @@ async fn log(repo: &Repo, a: LogArgs, json_out: bool) -> Result<ExitCode> {
     for e in &entries {
         let rows: u64 = e.tables.values().map(|t| t.0).sum();
         if e.expired {
-            println!(
+            outln!(
                 "{} {} (expired) {:?} rows={} content={}",
                 e.id.short(12),
                 time(e.time_ms),
@@ -229,38 +287,99 @@ async fn log(repo: &Repo, a: LogArgs, json_out: bool) -> Result<ExitCode> {
             );
             continue;
         }
-        let (mut a_, mut c_, mut d_, mut b_) = (0, 0, 0, 0);
-        let mut checks = tablepin::format::Checks::default();
-        for c in e.changes.values() {
-            a_ += c.rows_added;
-            c_ += c.rows_changed;
-            d_ += c.rows_deleted;
-            b_ += c.bytes_new;
-            checks = checks.or(c.checks);
-        }
+        // Which table changed, and by how much.
+        let changes = e
+            .changes
+            .iter()
+            .map(|(table, c)| {
+                format!(
+                    "{table} +{} ~{} -{} new={} checks={}",
+                    c.rows_added,
+                    c.rows_changed,
+                    c.rows_deleted,
+                    size(c.bytes_new),
+                    fired(&c.checks)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
         let replaced = e
             .replaces
             .map(|r| format!(" (replaces {})", r.short(12)))
             .unwrap_or_default();
-        println!(
-            "{} {} {:?} rows={} +{} ~{} -{} new={} checks={}{}",
+        outln!(
+            "{} {} {:?} rows={} {}{}",
             e.id.short(12),
             time(e.time_ms),
             e.message,
             rows,
-            a_,
-            c_,
-            d_,
-            size(b_),
-            fired(&checks),
+            changes,
             replaced
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// A data file as `show --json` gives it: every field present, `null`
+/// where there is nothing (the stored manifest leaves such fields out).
+fn file_json(f: &tablepin::format::FileEntry) -> serde_json::Value {
+    let mut v = serde_json::to_value(f).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        for key in ["deletes", "key_min", "key_max"] {
+            map.entry(key).or_insert(serde_json::Value::Null);
+        }
+        if let Some(d) = map.get_mut("deletes").and_then(|d| d.as_object_mut()) {
+            d.entry("offset").or_insert(serde_json::Value::Null);
+        }
+    }
+    v
+}
+
+/// Resolves a revision for a read. A version id that an erasure replaced
+/// reads as its replacement, with a note on stderr saying so.
+async fn resolve_read(
+    repo: &Repo,
+    rev: &str,
+) -> Result<(tablepin::VersionId, Option<tablepin::Replaced>)> {
+    let (id, replaced) = repo.resolve_noted(rev).await?;
+    if let Some(r) = &replaced {
+        eprintln!("note: {}", replaced_text(r));
+    }
+    Ok((id, replaced))
+}
+
+/// Reads a table at a revision, with the note of [`resolve_read`].
+async fn read_rev(repo: &Repo, rev: &str, table: &str) -> Result<tablepin::TableRead> {
+    let (read, replaced) = repo.read_noted(rev, table, None).await?;
+    if let Some(r) = &replaced {
+        eprintln!("note: {}", replaced_text(r));
+    }
+    Ok(read)
+}
+
+fn replaced_text(r: &tablepin::Replaced) -> String {
+    let by = r
+        .erasures
+        .iter()
+        .map(|e| {
+            format!(
+                "erasure {} at {} ({:?})",
+                e.audit,
+                time(e.time_ms),
+                e.reason
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", then ");
+    format!(
+        "version {} was replaced by {} by {by}; it holds the same rows but the erased ones (see `tablepin audit`)",
+        r.old.short(12),
+        r.new.short(12)
+    )
+}
+
 async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
-    let id = repo.resolve(&a.rev).await?;
+    let (id, replaced) = resolve_read(repo, &a.rev).await?;
     let v = repo.version(&id).await?;
     let mut tables = Vec::new();
     for name in v.tables.keys() {
@@ -274,7 +393,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
                 json!({
                     "table": n, "rows": s.rows, "content_hash": s.content_hash, "key": s.key,
                     "schema": s.schema.fields().iter().map(|f| json!({"name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable()})).collect::<Vec<_>>(),
-                    "files": s.files,
+                    "files": s.files.iter().map(file_json).collect::<Vec<_>>(),
                     "bytes": s.files.iter().map(|f| f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes)).sum::<u64>(),
                 })
             })
@@ -282,21 +401,25 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
         output::json(&json!({
             "version": id, "parents": v.parents, "time": time(v.time_ms), "author": v.author,
             "message": v.message, "changes": v.changes, "replaces": v.replaces, "tables": t,
+            "replaced": replaced,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("version {id}");
-    for p in &v.parents {
-        println!("parent  {p}");
+    if let Some(r) = &replaced {
+        outln!("asked for {}: {}", r.old, replaced_text(r));
     }
-    println!(
+    outln!("version {id}");
+    for p in &v.parents {
+        outln!("parent  {p}");
+    }
+    outln!(
         "time    {}\nauthor  {}\nmessage {}",
         time(v.time_ms),
         v.author,
         v.message
     );
     if let Some(r) = v.replaces {
-        println!("replaces {r} (erasure)");
+        outln!("replaces {r} (erasure)");
     }
     for (name, s) in &tables {
         let bytes: u64 = s
@@ -304,13 +427,13 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
             .iter()
             .map(|f| f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes))
             .sum();
-        println!(
+        outln!(
             "\ntable '{name}': {} rows, key [{}], content hash {} (rowhash-v1)",
             s.rows,
             s.key.join(","),
             s.content_hash
         );
-        println!(
+        outln!(
             "  columns: {}",
             s.schema
                 .fields()
@@ -319,7 +442,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        println!("  {} data files, {}", s.files.len(), size(bytes));
+        outln!("  {} data files, {}", s.files.len(), size(bytes));
         for f in &s.files {
             let dv = f
                 .deletes
@@ -337,7 +460,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
                     )
                 })
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "  {} {:>9} rows {:>9}{}",
                 f.data.short(12),
                 f.rows,
@@ -349,32 +472,58 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn refs(
-    repo: &Repo,
+/// What `tag` and `branch` were asked to do.
+struct RefArgs {
     kind: RefKind,
     name: Option<String>,
     rev: String,
     message: String,
     list: bool,
     delete: bool,
-    json_out: bool,
-) -> Result<ExitCode> {
-    let what = match kind {
+    force: bool,
+    deleted: bool,
+    restore: bool,
+}
+
+async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
+    let what = match a.kind {
         RefKind::Tag => "tag",
         RefKind::Branch => "branch",
     };
-    if list || name.is_none() {
-        if delete {
-            return Err(usage(format!("--delete needs the {what} to delete")));
-        }
-        let all = repo.refs(kind).await?;
+    if a.deleted {
+        let all = repo.deleted_refs(a.kind).await?;
         if json_out {
             output::json(&all)?;
         } else {
             for r in all {
-                println!(
-                    "{:<24} {} {} {}",
+                outln!(
+                    "{:<24} was {} deleted {} (restore: tablepin {what} --restore {})",
+                    r.name,
+                    r.target.short(12),
+                    time(r.time_ms),
+                    r.name
+                );
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.list || a.name.is_none() {
+        if a.delete || a.restore {
+            let flag = if a.delete { "--delete" } else { "--restore" };
+            return Err(usage(format!("{flag} needs the {what} to act on")));
+        }
+        let all = repo.refs(a.kind).await?;
+        if json_out {
+            output::json(&all)?;
+        } else {
+            for r in all {
+                let note = r
+                    .note
+                    .as_ref()
+                    .map(|n| format!(" [{n}]"))
+                    .unwrap_or_default();
+                outln!(
+                    "{:<24} {} {} {}{note}",
                     r.name,
                     r.target.short(12),
                     time(r.time_ms),
@@ -384,21 +533,33 @@ async fn refs(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let name = name.unwrap_or_default();
-    if delete {
-        let old = repo.delete_ref(kind, &name).await?;
+    let name = a.name.unwrap_or_default();
+    if a.delete {
+        let old = repo.delete_ref(a.kind, &name, a.force).await?;
         if json_out {
             output::json(&json!({ "deleted": name, "was": old }))?;
         } else {
-            println!("Deleted {what} '{name}' (was {})", old.short(12));
+            outln!(
+                "Deleted {what} '{name}' (was {}); undo with `tablepin {what} --restore {name}`",
+                old.short(12)
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let target = repo.create_ref(kind, &name, &rev, &message).await?;
+    if a.restore {
+        let target = repo.restore_ref(a.kind, &name).await?;
+        if json_out {
+            output::json(&json!({ "restored": name, "version": target }))?;
+        } else {
+            outln!("Restored {what} '{name}' at {}", target.short(12));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let target = repo.create_ref(a.kind, &name, &a.rev, &a.message).await?;
     if json_out {
         output::json(&json!({ what: name, "version": target }))?;
     } else {
-        println!("Created {what} '{name}' at {}", target.short(12));
+        outln!("Created {what} '{name}' at {}", target.short(12));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -410,7 +571,7 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
             a.output
         ))
     })?;
-    let read = repo.read(&a.rev, &a.table, None).await?;
+    let read = read_rev(repo, &a.rev, &a.table).await?;
     tablepin::files::write_table_file(&a.output, &read.schema, &read.batches)?;
     if json_out {
         output::json(&json!({
@@ -418,7 +579,7 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
             "content_hash": read.snapshot.content_hash, "output": a.output,
         }))?;
     } else {
-        println!(
+        outln!(
             "Wrote {} rows of '{}' at {} to {} (content hash {})",
             read.stats.rows,
             a.table,
@@ -431,7 +592,7 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
 }
 
 async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
-    let read = repo.read(&a.rev, &a.table, None).await?;
+    let read = read_rev(repo, &a.rev, &a.table).await?;
     let mut left = a.limit;
     let mut shown = Vec::new();
     for b in &read.batches {
@@ -460,8 +621,8 @@ async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
             &json!({ "version": read.version, "table": a.table, "rows": rows, "total_rows": read.stats.rows }),
         )?;
     } else {
-        println!("{}", pretty_format_batches(&shown)?);
-        println!(
+        outln!("{}", pretty_format_batches(&shown)?);
+        outln!(
             "{} of {} rows of '{}' at {}",
             shown.iter().map(|b| b.num_rows()).sum::<usize>(),
             read.stats.rows,
@@ -484,7 +645,7 @@ async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> 
     if json_out {
         output::json(&json!({ "ok": ok, "report": report, "erased": erased }))?;
     } else {
-        println!(
+        outln!(
             "Checked {} blobs ({}) at {:.0} MB/s, {} refs, {} versions ({} expired), {} snapshots, {} rows hashed in {:.2} s",
             report.blobs,
             size(report.bytes),
@@ -497,12 +658,15 @@ async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> 
             report.seconds
         );
         for p in &report.problems {
-            println!("problem: {p}");
+            outln!("problem: {p}");
+        }
+        for l in &report.leftovers {
+            outln!("leftover: {l} (a temporary file of an interrupted write, not damage; gc deletes it after its grace period)");
         }
         if let Some(e) = &erased {
-            crate::admin::print_erased(e);
+            crate::admin::print_erased(e)?;
         }
-        println!("{}", if ok { "OK" } else { "FAILED" });
+        outln!("{}", if ok { "OK" } else { "FAILED" });
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -511,7 +675,7 @@ async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> 
     })
 }
 
-fn generate(a: GenerateArgs) -> Result<ExitCode> {
+fn generate(a: GenerateArgs, json_out: bool) -> Result<ExitCode> {
     let mut t = tablepin_datagen::sales(a.start, a.rows, a.seed);
     if a.returns > 0 {
         let ids = tablepin_datagen::pick_ids(a.rows as i64, a.returns, a.seed.wrapping_add(7));
@@ -525,7 +689,9 @@ fn generate(a: GenerateArgs) -> Result<ExitCode> {
         t = arrow::compute::concat_batches(&t.schema(), [&kept, &changed])?;
     }
     tablepin::files::write_table_file(&a.output, &t.schema(), &[t.clone()])?;
-    if !matches!(a.output.as_str(), "-") {
+    if json_out && a.output != "-" {
+        output::json(&json!({ "rows": t.num_rows(), "output": a.output, "seed": a.seed }))?;
+    } else if a.output != "-" {
         eprintln!("Wrote {} generated rows to {}", t.num_rows(), a.output);
     }
     Ok(ExitCode::SUCCESS)

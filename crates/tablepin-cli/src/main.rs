@@ -11,14 +11,17 @@
 //! | 3 | not found (repository, ref, revision, table) |
 //! | 4 | conflict (exists already, or a ref moved; run again) |
 //! | 5 | damaged data (a blob does not match its hash; `verify` found problems) |
+//! | 6 | internal error (a bug in tablepin; please report it) |
 
 // A binary: every item is crate-internal, so `pub` marks a module's API.
 #![allow(unreachable_pub)]
 
+// First, so that its `outln!` is in scope in the modules below.
+#[macro_use]
+mod output;
 mod admin;
 mod cli;
 mod commands;
-mod output;
 
 use std::process::ExitCode;
 
@@ -31,7 +34,12 @@ use clap::Parser;
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    let json_errors = std::env::args().any(|a| a == "--json");
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => return usage_error(e, json_errors),
+    };
+    let json_errors = args.json;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -39,24 +47,103 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("tablepin: cannot start: {e}");
-            return ExitCode::from(1);
+            return report(&format!("cannot start: {e}"), 1, json_errors);
         }
     };
     match rt.block_on(commands::run(args)) {
         Ok(code) => code,
         Err(err) => {
-            if let Some(io) = err.downcast_ref::<std::io::Error>() {
-                if io.kind() == std::io::ErrorKind::BrokenPipe {
-                    return ExitCode::SUCCESS;
-                }
+            if err.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                // The reader closed the pipe (`| head`): nothing left to say.
+                return ExitCode::SUCCESS;
             }
-            eprintln!("tablepin: {err:#}");
-            ExitCode::from(exit_code(&err))
+            report(&message(&err), exit_code(&err), json_errors)
         }
     }
 }
 
+/// The error and its causes as one sentence: a cause is added only when
+/// the text so far does not already say it (most of the library's errors
+/// quote their source in their own message).
+fn message(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+/// Prints an error on stderr (one line, or one JSON object under `--json`)
+/// and gives its exit code.
+fn report(message: &str, code: u8, json: bool) -> ExitCode {
+    if json {
+        let v = serde_json::json!({
+            "error": message,
+            "exit_code": code,
+            "kind": code_name(code),
+        });
+        eprintln!("{v}");
+    } else {
+        eprintln!("tablepin: {message}");
+    }
+    ExitCode::from(code)
+}
+
+/// The name of an exit code, as `--json` errors give it.
+fn code_name(code: u8) -> &'static str {
+    match code {
+        0 => "ok",
+        2 => "bad_input",
+        3 => "not_found",
+        4 => "conflict",
+        5 => "damaged",
+        6 => "internal",
+        _ => "storage",
+    }
+}
+
+/// A command line the parser refused: help and version print as clap
+/// prints them; every other mistake is one sentence (clap's first line)
+/// and exit code 2, with no usage dump and no guessed command.
+fn usage_error(e: clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind as K;
+    match e.kind() {
+        K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+                2
+            } else {
+                0
+            });
+        }
+        _ => {}
+    }
+    let text = e.render().to_string();
+    let first = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ")
+        .trim_end_matches('.');
+    let msg = match e.kind() {
+        K::InvalidSubcommand => {
+            let name = first.split('\'').nth(1).unwrap_or("").to_string();
+            format!("'{name}' is not a tablepin command; see `tablepin --help` for the commands")
+        }
+        _ => format!("{first}; see `tablepin --help`, or `tablepin COMMAND --help`"),
+    };
+    report(&msg, 2, json)
+}
 /// The exit code of an error (see the table in the module docs).
 fn exit_code(err: &anyhow::Error) -> u8 {
     use tablepin::ErrorKind as K;
@@ -68,6 +155,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         Some(K::NotFound) => 3,
         Some(K::Conflict) => 4,
         Some(K::Damaged) => 5,
+        Some(K::Internal) => 6,
         Some(_) => 1,
         None => match err.downcast_ref::<commands::UsageError>() {
             Some(_) => 2,

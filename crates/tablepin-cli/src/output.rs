@@ -6,11 +6,55 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-/// Prints a value as pretty JSON on stdout.
+/// Writes a line to stdout and returns the write's error instead of
+/// panicking as `println!` does: a reader that closed the pipe early
+/// (`tablepin cat ... | head -1`) ends the command quietly (see `main`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// Prints a value as pretty JSON on stdout, every time as an RFC 3339
+/// string (see [`times_as_text`]).
 pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    let s = serde_json::to_string_pretty(value)?;
-    println!("{s}");
+    let mut v = serde_json::to_value(value)?;
+    times_as_text(&mut v);
+    let s = serde_json::to_string_pretty(&v)?;
+    outln!("{s}");
     Ok(())
+}
+
+/// The library reports times as milliseconds since the epoch in fields
+/// named `time_ms`, `expired_ms`, `now_ms` and `started_ms`; `--json`
+/// gives each as an RFC 3339 string named without the `_ms` (`time`).
+/// Durations (`grace_ms`, `keep_within_ms`) stay numbers.
+fn times_as_text(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            for key in ["time_ms", "expired_ms", "now_ms", "started_ms"] {
+                if let Some(ms) = map.get(key).and_then(Value::as_i64) {
+                    map.remove(key);
+                    map.insert(
+                        key.trim_end_matches("_ms").to_string(),
+                        Value::from(time_ms_text(ms)),
+                    );
+                }
+            }
+            map.values_mut().for_each(times_as_text);
+        }
+        Value::Array(items) => items.iter_mut().for_each(times_as_text),
+        _ => {}
+    }
+}
+
+/// A time in ms as RFC 3339 with milliseconds, UTC.
+fn time_ms_text(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| ms.to_string())
 }
 
 /// Bytes for people: 1.2 MB, 734 B (decimal units, as `du --si`).
@@ -70,6 +114,38 @@ impl tablepin::Progress for Bar {
         self.0.inc(n);
     }
     fn end(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// A spinner on stderr naming the step a long command is in (reading a
+/// file, committing its rows), ticking on its own; hidden when stderr is not
+/// a terminal.
+pub struct Spinner(ProgressBar);
+
+impl Spinner {
+    pub fn new(what: impl Into<String>) -> Self {
+        let bar = if std::io::stderr().is_terminal() {
+            ProgressBar::new_spinner()
+        } else {
+            ProgressBar::hidden()
+        };
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            bar.set_style(style);
+        }
+        bar.set_message(what.into());
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Self(bar)
+    }
+
+    /// The next step.
+    pub fn step(&self, what: impl Into<String>) {
+        self.0.set_message(what.into());
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
         self.0.finish_and_clear();
     }
 }

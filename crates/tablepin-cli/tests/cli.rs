@@ -351,10 +351,11 @@ fn compact_rewrites_once_then_has_nothing_to_do() {
         2,
         "table 'nosuch' does not exist yet, so there is nothing to compact",
     );
+    // A branch that does not exist is named as such, not as an empty table.
     p.fails_unchanged(
         &["compact", "sales", "--branch", "nope"],
-        2,
-        "nothing to compact",
+        3,
+        "branch 'nope' does not exist (branches: main)",
     );
     p.run(&["verify"]).ok();
 }

@@ -167,6 +167,28 @@ pub struct Store {
     /// The object store answers without an async runtime (a local folder or
     /// memory): a worker thread can read a blob itself (see `map_blobs`).
     inline_reads: bool,
+    /// The folder of a local repository, where an interrupted write can
+    /// leave a temporary file that `object_store` does not list (see
+    /// [`Store::leftovers`]).
+    local_root: Option<std::path::PathBuf>,
+}
+
+/// A temporary file an interrupted write left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// Its path in the repository, as `objects/ab/cdef…#3`.
+    pub path: String,
+    /// Its size.
+    pub size: u64,
+    /// When it was last written.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// `object_store`'s local folder writes a file as `NAME#N` and renames it;
+/// a write killed in between leaves that temporary file.
+fn is_temporary_name(name: &str) -> bool {
+    name.split_once('#')
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The folder name a local repository lives in.
@@ -184,6 +206,7 @@ impl Store {
             location: location.to_string(),
             reason,
         };
+        let mut local_root = None;
         let os: Arc<dyn ObjectStore> = if location == "memory://" {
             Arc::new(InMemory::new())
         } else if let Some(scheme) = location.split_once("://").map(|s| s.0) {
@@ -196,15 +219,18 @@ impl Store {
             let path = url
                 .to_file_path()
                 .map_err(|_| err("not a local path".to_string()))?;
+            local_root = Some(path.clone());
             Arc::new(LocalFileSystem::new_with_prefix(&path).map_err(|e| err(e.to_string()))?)
         } else {
             let path = std::path::Path::new(location);
             if !path.is_dir() {
                 return Err(err("no such folder".to_string()));
             }
+            local_root = Some(path.to_path_buf());
             Arc::new(LocalFileSystem::new_with_prefix(path).map_err(|e| err(e.to_string()))?)
         };
         let mut store = Self::from_object_store(os, location);
+        store.local_root = local_root;
         // object_store's local folder reads on the calling thread when no
         // tokio runtime is running there, as on a worker thread; memory
         // never waits.
@@ -220,6 +246,7 @@ impl Store {
             writes: AtomicU64::new(0),
             fault_after: None,
             inline_reads: false,
+            local_root: None,
         }
     }
 
@@ -443,6 +470,77 @@ impl Store {
         Ok(out)
     }
 
+    /// Temporary files that interrupted writes left under `objects/` of a
+    /// local repository (none elsewhere: an object store's interrupted
+    /// upload leaves no object). `object_store` does not list them, so the
+    /// folder is read here.
+    pub fn leftovers(&self) -> Result<Vec<Leftover>> {
+        let Some(root) = &self.local_root else {
+            return Ok(Vec::new());
+        };
+        let fail = |path: &std::path::Path, e: std::io::Error| StoreError::Io {
+            path: path.display().to_string(),
+            source: Box::new(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(e),
+            }),
+        };
+        let objects = root.join("objects");
+        let mut out = Vec::new();
+        let dirs = match std::fs::read_dir(&objects) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(fail(&objects, e)),
+        };
+        for dir in dirs {
+            let dir = dir.map_err(|e| fail(&objects, e))?;
+            if !dir.path().is_dir() {
+                continue;
+            }
+            let files = std::fs::read_dir(dir.path()).map_err(|e| fail(&dir.path(), e))?;
+            for f in files {
+                let f = f.map_err(|e| fail(&dir.path(), e))?;
+                let name = f.file_name().to_string_lossy().into_owned();
+                if !is_temporary_name(&name) {
+                    continue;
+                }
+                let meta = f.metadata().map_err(|e| fail(&f.path(), e))?;
+                let modified = meta.modified().map_err(|e| fail(&f.path(), e))?;
+                out.push(Leftover {
+                    path: format!("objects/{}/{name}", dir.file_name().to_string_lossy()),
+                    size: meta.len(),
+                    last_modified: modified.into(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Deletes a leftover temporary file (garbage collection only).
+    pub fn delete_leftover(&self, leftover: &Leftover) -> Result<()> {
+        let Some(root) = &self.local_root else {
+            return Ok(());
+        };
+        let name = leftover.path.rsplit('/').next().unwrap_or_default();
+        if !leftover.path.starts_with("objects/") || !is_temporary_name(name) {
+            return Ok(());
+        }
+        self.before_write();
+        let path = root.join(&leftover.path);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::Io {
+                path: leftover.path.clone(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "LocalFileSystem",
+                    source: Box::new(e),
+                }),
+            }),
+        }
+    }
+
     /// Deletes a blob (garbage collection and erasure only).
     pub async fn delete_blob(&self, id: &ObjectId) -> Result<()> {
         self.before_write();
@@ -506,6 +604,22 @@ impl Store {
             Some(seq) => Ok(Some(self.get_ref_entry(kind, name, *seq).await?)),
             None => Ok(None),
         }
+    }
+
+    /// Every entry of a ref's log, oldest first, each read on its own with
+    /// its number and its path: a damaged entry comes back as its error, so
+    /// that `verify` can name every one instead of stopping at the first.
+    pub async fn ref_log_checked(
+        &self,
+        kind: RefKind,
+        name: &str,
+    ) -> Result<Vec<(u64, String, Result<RefEntry>)>> {
+        let mut out = Vec::new();
+        for seq in self.ref_seqs(kind, name).await? {
+            let path = format!("{}/{:08}", Self::ref_dir(kind, name), seq);
+            out.push((seq, path, self.get_ref_entry(kind, name, seq).await));
+        }
+        Ok(out)
     }
 
     /// A ref's whole log, oldest first.

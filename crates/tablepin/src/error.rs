@@ -24,6 +24,8 @@ pub enum ErrorKind {
     Damaged,
     /// Storage or another system failed.
     Io,
+    /// A failure inside tablepin itself (a bug): not the input's fault.
+    Internal,
 }
 
 /// Errors of the engine.
@@ -99,7 +101,7 @@ pub enum Error {
         key: String,
     },
     /// The key columns given differ from the ones the table remembers.
-    #[error("table '{table}' is keyed by [{old}], not [{new}]; omit --key or pass --key {old}")]
+    #[error("{}", key_change_message(table, old, new))]
     KeyChange {
         /// The table.
         table: String,
@@ -109,7 +111,7 @@ pub enum Error {
         new: String,
     },
     /// A mode that needs a key on a table without one.
-    #[error("--mode {mode} needs a keyed table, and '{table}' has no key; declare one with --key on its first commit")]
+    #[error("--mode {mode} needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table with --mode overwrite, or add rows with --mode append")]
     NoKey {
         /// The table.
         table: String,
@@ -134,13 +136,15 @@ pub enum Error {
     },
     /// The input's schema differs from the table's.
     #[error(
-        "schema of table '{table}' would change: {detail}; pass --allow-schema-change to accept it"
+        "schema of table '{table}' would change: {detail}; pass --allow-schema-change to accept it{hint}"
     )]
     SchemaChange {
         /// The table.
         table: String,
         /// Which column changed and how.
         detail: String,
+        /// Another way out, as ", or --cast …", or empty.
+        hint: String,
     },
     /// A revision that names nothing.
     #[error("unknown revision '{rev}': no tag, branch or version id matches; see `tablepin log` and `tablepin tag --list`")]
@@ -167,6 +171,28 @@ pub enum Error {
         name: String,
         /// Where it points.
         target: String,
+    },
+    /// A commit to a branch that does not exist, in a repository that has
+    /// branches: most likely a typo, which would otherwise start a new,
+    /// parentless branch.
+    #[error("branch '{name}' does not exist (branches: {branches}){hint}; create it with `tablepin branch {name}`, or commit with --create-branch")]
+    UnknownBranch {
+        /// The branch named.
+        name: String,
+        /// The branches there are, comma-separated.
+        branches: String,
+        /// "; did you mean 'main'?" or empty.
+        hint: String,
+    },
+    /// Deleting the last branch, or the default branch, without force.
+    #[error("{reason}; deleting it leaves {what} for gc to expire. Pass --force to delete it anyway (it stays restorable with `tablepin branch --restore {name}`)")]
+    ProtectedBranch {
+        /// The branch.
+        name: String,
+        /// Why it is protected.
+        reason: String,
+        /// What would be left unprotected.
+        what: String,
     },
     /// A ref that does not exist.
     #[error("{kind} '{name}' does not exist")]
@@ -196,6 +222,14 @@ pub enum Error {
         /// Its tables.
         available: String,
     },
+    /// No branch head has the table asked for.
+    #[error("the branch heads have no table '{table}' (tables: {available})")]
+    NoTableAtHeads {
+        /// The table.
+        table: String,
+        /// The tables the heads have.
+        available: String,
+    },
     /// A blob a version needs is damaged or missing.
     #[error("{what} of version {version}{table} is unreadable: {source}")]
     Damaged {
@@ -209,6 +243,19 @@ pub enum Error {
         #[source]
         source: Box<StoreError>,
     },
+    /// gc found a blob a kept version needs missing or damaged, and so
+    /// changed nothing.
+    #[error("gc changed nothing: {first}{}; run `tablepin verify` to list every problem", if *more > 0 { format!(" (and {more} more)") } else { String::new() })]
+    KeptBlobsDamaged {
+        /// The first problem.
+        first: String,
+        /// How many more there are.
+        more: usize,
+    },
+    /// A stored document (audit record, tombstone, config) is damaged;
+    /// the sentence names it.
+    #[error("{0}; run `tablepin verify` to list every problem")]
+    DamagedDocument(String),
     /// A stored Parquet or deletion-vector blob does not decode.
     #[error("blob {blob} ({what}) does not decode: {message}")]
     BadBlob {
@@ -220,11 +267,30 @@ pub enum Error {
         message: String,
     },
     /// A branch moved while a command ran, more times than it retries.
-    #[error("branch '{branch}' kept moving while committing; run the command again")]
+    #[error("branch '{branch}' kept moving while committing: other writers committed first for {waited_s} s; run the command again, or wait longer with --retry-for")]
     Conflict {
         /// The branch.
         branch: String,
+        /// How long the commit retried.
+        waited_s: u64,
     },
+    /// A ref an erasure was moving was moved by another writer.
+    #[error("ref {name} moved while the erasure ran; run the same erase again to finish it")]
+    RefMoved {
+        /// The ref, as `branches/main`.
+        name: String,
+    },
+    /// Another gc or erasure holds the repository's lease.
+    #[error("{what} is running, and did not finish within {waited_s} s; run the command again when it is done (if it crashed, its lease is ignored after an hour)")]
+    Busy {
+        /// Who holds the lease, and its file.
+        what: String,
+        /// How long this run waited.
+        waited_s: u64,
+    },
+    /// A failure inside tablepin (a bug), never the input's fault.
+    #[error("internal error: {0}; please report it")]
+    Internal(String),
     /// A command-line argument is wrong.
     #[error("{0}")]
     InvalidArgument(String),
@@ -251,6 +317,14 @@ pub enum Error {
     Query(String),
 }
 
+fn key_change_message(table: &str, old: &str, new: &str) -> String {
+    if old.is_empty() {
+        format!("table '{table}' has no key (it was first committed without --key), so --key {new} does not apply to it; omit --key")
+    } else {
+        format!("table '{table}' is keyed by [{old}], not [{new}]; omit --key or pass --key {old}")
+    }
+}
+
 impl Error {
     /// The broad kind, for exit codes.
     pub fn kind(&self) -> ErrorKind {
@@ -273,16 +347,47 @@ impl Error {
             E::NoRepository { .. }
             | E::UnknownRev { .. }
             | E::UnknownRef { .. }
-            | E::UnknownTable { .. } => ErrorKind::NotFound,
-            E::RepositoryExists { .. } | E::RefExists { .. } | E::Conflict { .. } => {
-                ErrorKind::Conflict
-            }
-            E::Damaged { .. } | E::BadBlob { .. } | E::ContentMismatch { .. } | E::Format(_) => {
-                ErrorKind::Damaged
-            }
-            E::Store(StoreError::Corrupt { .. }) => ErrorKind::Damaged,
+            | E::UnknownBranch { .. }
+            | E::UnknownTable { .. }
+            | E::NoTableAtHeads { .. } => ErrorKind::NotFound,
+            E::RepositoryExists { .. }
+            | E::RefExists { .. }
+            | E::Conflict { .. }
+            | E::RefMoved { .. }
+            | E::Busy { .. }
+            | E::ProtectedBranch { .. } => ErrorKind::Conflict,
+            E::Damaged { .. }
+            | E::BadBlob { .. }
+            | E::ContentMismatch { .. }
+            | E::KeptBlobsDamaged { .. }
+            | E::DamagedDocument(_)
+            | E::Format(_) => ErrorKind::Damaged,
+            // A stored document that does not decode is damage, like a blob
+            // that does not match its name.
+            E::Store(StoreError::Corrupt { .. } | StoreError::Decode { .. }) => ErrorKind::Damaged,
             E::Store(StoreError::RefConflict { .. }) => ErrorKind::Conflict,
             E::Output { .. } | E::Store(_) | E::Arrow { .. } => ErrorKind::Io,
+            E::Internal(_) => ErrorKind::Internal,
+        }
+    }
+
+    /// A version record that cannot be read.
+    pub(crate) fn version_record(version: VersionId, source: StoreError) -> Error {
+        Error::Damaged {
+            what: "the version record".into(),
+            version,
+            table: String::new(),
+            source: Box::new(source),
+        }
+    }
+
+    /// A blob or document was missing (rather than damaged): after a ref
+    /// moved, that can be a lost race with an erasure or a gc.
+    pub(crate) fn is_missing(&self) -> bool {
+        match self {
+            Error::Store(StoreError::NotFound { .. }) => true,
+            Error::Damaged { source, .. } => matches!(**source, StoreError::NotFound { .. }),
+            _ => false,
         }
     }
 

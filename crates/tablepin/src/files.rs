@@ -61,9 +61,71 @@ fn input_err(path: &str) -> impl Fn(String) -> Error + '_ {
     }
 }
 
+/// How to read a table file.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// The field separator of a CSV file (default: tab for `.tsv` and
+    /// `.tsv.gz`, comma otherwise).
+    pub delimiter: Option<u8>,
+}
+
 /// Reads a whole table file into record batches with canonical types (see
 /// [`normalize`]). `-` reads an Arrow IPC stream from stdin.
 pub fn read_table_file(path: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    read_table_file_with(path, &ReadOptions::default())
+}
+
+/// True when `path` is a CSV file (by its name) that has a header and no
+/// rows: its column types cannot be inferred, so a caller should read it
+/// with the table's own schema ([`empty_with_schema`]) or refuse it.
+pub fn is_header_only_csv(path: &str, batches: &[RecordBatch]) -> bool {
+    path != "-"
+        && FileFormat::from_path(path).is_ok_and(|f| f == FileFormat::Csv)
+        && batches.iter().all(|b| b.num_rows() == 0)
+}
+
+/// A header-only file read with a table's schema: its header must name the
+/// table's columns (in any order); the result has no rows.
+pub fn empty_with_schema(path: &str, header: &Schema, table: &SchemaRef) -> Result<SchemaRef> {
+    let mut names: Vec<&str> = header.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut want: Vec<&str> = table.fields().iter().map(|f| f.name().as_str()).collect();
+    names.sort_unstable();
+    want.sort_unstable();
+    if names != want {
+        return Err(Error::Input {
+            path: path.to_string(),
+            message: format!(
+                "has a header but no rows, and its columns ({}) are not the table's ({})",
+                names.join(", "),
+                want.join(", ")
+            ),
+        });
+    }
+    Ok(table.clone())
+}
+
+/// Refuses a schema in which two columns have the same name: a later
+/// look-up by name would read the first twice and lose the second's values.
+pub fn check_unique_columns(schema: &Schema) -> std::result::Result<(), String> {
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, f) in schema.fields().iter().enumerate() {
+        if let Some(first) = seen.insert(f.name().as_str(), i) {
+            return Err(format!(
+                "has two columns named '{}' (columns {} and {}); column names must be unique, so rename one",
+                f.name(),
+                first + 1,
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads a whole table file as [`read_table_file`] does, with options.
+pub fn read_table_file_with(
+    path: &str,
+    opts: &ReadOptions,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let err = input_err(path);
     let (schema, batches) = if path == "-" {
         let mut buf = Vec::new();
@@ -91,10 +153,17 @@ pub fn read_table_file(path: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
                         .read_to_end(&mut raw)
                         .map_err(|e| err(e.to_string()))?;
                 }
-                read_csv(raw).map_err(&err)?
+                let lower = path.to_ascii_lowercase();
+                let tsv = lower
+                    .strip_suffix(".gz")
+                    .unwrap_or(&lower)
+                    .ends_with(".tsv");
+                let delimiter = opts.delimiter.unwrap_or(if tsv { b'\t' } else { b',' });
+                read_csv(raw, delimiter).map_err(&err)?
             }
         }
     };
+    check_unique_columns(&schema).map_err(&err)?;
     normalize(&schema, batches).map_err(|e| err(e.to_string()))
 }
 
@@ -137,9 +206,14 @@ fn read_ipc<R: Read + Seek>(
     }
 }
 
-fn read_csv(raw: Vec<u8>) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
+fn read_csv(
+    raw: Vec<u8>,
+    delimiter: u8,
+) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
     use arrow::csv::reader::Format;
-    let format = Format::default().with_header(true);
+    let format = Format::default()
+        .with_header(true)
+        .with_delimiter(delimiter);
     let (schema, _) = format
         .infer_schema(Cursor::new(&raw), Some(10_000))
         .map_err(|e| csv_message(&e.to_string()))?;
@@ -216,6 +290,24 @@ pub fn normalize(
     Ok((out_schema, out))
 }
 
+/// The schema a Parquet export is written with: timestamps in seconds as
+/// milliseconds (the same instants; Parquet cannot say "seconds").
+fn parquet_schema(schema: &SchemaRef) -> SchemaRef {
+    use arrow::datatypes::TimeUnit;
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(TimeUnit::Second, tz) => f
+                .as_ref()
+                .clone()
+                .with_data_type(DataType::Timestamp(TimeUnit::Millisecond, tz.clone())),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 /// Writes batches to a file whose extension names the format.
 pub fn write_table_file(path: &str, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<()> {
     let err = |message: String| Error::Output {
@@ -228,10 +320,23 @@ pub fn write_table_file(path: &str, schema: &SchemaRef, batches: &[RecordBatch])
     let w = std::io::BufWriter::new(file);
     match format {
         FileFormat::Parquet => {
-            let mut writer = parquet::arrow::ArrowWriter::try_new(w, schema.clone(), None)
+            // Written for every reader, as pyarrow writes: Parquet has no
+            // timestamp in seconds (pyarrow and pandas read one back as a
+            // bare integer), so those become milliseconds, and the other
+            // types without a Parquet twin (Date64) are coerced.
+            let schema = parquet_schema(schema);
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_coerce_types(true)
+                .build();
+            let mut writer = parquet::arrow::ArrowWriter::try_new(w, schema.clone(), Some(props))
                 .map_err(|e| err(e.to_string()))?;
             for b in batches {
-                writer.write(b).map_err(|e| err(e.to_string()))?;
+                let b = if b.schema() == schema {
+                    b.clone()
+                } else {
+                    crate::table::types::conform(b, &schema).map_err(&err)?
+                };
+                writer.write(&b).map_err(|e| err(e.to_string()))?;
             }
             writer.close().map_err(|e| err(e.to_string()))?;
         }

@@ -23,8 +23,8 @@ pub mod table;
 pub use error::{Error, ErrorKind, Result};
 pub use repo::{
     check_name, CommitOptions, CommitResult, EraseOptions, ErasePlan, EraseReport, ErasedCheck,
-    GcPlan, GcPolicy, GcReport, LogEntry, NoProgress, Progress, RefInfo, Repo, RepoConfig,
-    TableRead,
+    GcPlan, GcPolicy, GcReport, LogEntry, LogOptions, NoProgress, Progress, RefInfo, Replaced,
+    Repo, RepoConfig, TableRead, DEFAULT_BRANCH,
 };
 pub use table::plan::Mode;
 pub use table::{ReadStats, WriteSettings};

@@ -46,11 +46,17 @@ use tablepin_format::{
 };
 use tablepin_rowhash::hash_rows;
 
-use super::{now_ms, Progress, Repo};
+use super::lease::LeaseKind;
+use super::{list_or_none, now_ms, Progress, Repo};
 use crate::error::{Error, Result};
-use crate::table::datafile::{align, read_data_file, Select};
+use crate::table::datafile::{read_data_file, Select};
 use crate::table::plan::new_data_file;
+use crate::table::types::conform;
 use crate::table::{dv, keys, schema_of};
+
+/// How long an erasure keeps planning again while commits move the refs
+/// it must move.
+const ERASE_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A compiled predicate.
 pub(crate) struct Predicate {
@@ -61,6 +67,26 @@ pub(crate) struct Predicate {
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// DataFusion's error as a sentence: the parser's message without the
+/// Rust debug text around it (`SQL error: ParserError("…")`), and without
+/// the category prefixes.
+pub(crate) fn df_message(e: &datafusion::error::DataFusionError) -> String {
+    let s = first_line(&e.to_string());
+    if let Some((_, inner)) = s.split_once("Error(\"") {
+        let inner = inner.strip_suffix("\")").unwrap_or(inner);
+        return format!("SQL syntax error: {}", inner.replace("\\\"", "\""));
+    }
+    let mut s = s.as_str();
+    for prefix in [
+        "Error during planning: ",
+        "Schema error: ",
+        "Optimizer rule",
+    ] {
+        s = s.strip_prefix(prefix).unwrap_or(s);
+    }
+    s.to_string()
 }
 
 impl Predicate {
@@ -75,14 +101,14 @@ impl Predicate {
         let config = SessionConfig::new()
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
         let ctx = SessionContext::new_with_config(config);
-        let df_schema = DFSchema::try_from(schema.as_ref().clone())
-            .map_err(|e| bad(first_line(&e.to_string())))?;
+        let df_schema =
+            DFSchema::try_from(schema.as_ref().clone()).map_err(|e| bad(df_message(&e)))?;
         let expr = ctx
             .parse_sql_expr(text, &df_schema)
-            .map_err(|e| bad(first_line(&e.to_string())))?;
+            .map_err(|e| bad(df_message(&e)))?;
         let expr = ctx
             .create_physical_expr(expr, &df_schema)
-            .map_err(|e| bad(first_line(&e.to_string())))?;
+            .map_err(|e| bad(df_message(&e)))?;
         let p = Self {
             expr,
             schema: schema.clone(),
@@ -95,10 +121,7 @@ impl Predicate {
             Error::Query(m) => Error::Query(m),
             other => bad(other.to_string()),
         })?;
-        let rt = p
-            .expr
-            .data_type(schema)
-            .map_err(|e| bad(first_line(&e.to_string())))?;
+        let rt = p.expr.data_type(schema).map_err(|e| bad(df_message(&e)))?;
         if rt != arrow::datatypes::DataType::Boolean {
             return Err(bad(format!("it is of type {rt}, not a boolean condition")));
         }
@@ -107,7 +130,7 @@ impl Predicate {
 
     /// The rows of a batch (of any schema holding the columns) that match.
     pub(crate) fn eval(&self, batch: &RecordBatch) -> Result<BooleanArray> {
-        let aligned = align(batch, &self.schema).map_err(Error::Query)?;
+        let aligned = conform(batch, &self.schema).map_err(Error::Query)?;
         let v = self
             .expr
             .evaluate(&aligned)
@@ -131,7 +154,7 @@ impl Predicate {
 }
 
 /// Options of an erasure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EraseOptions {
     /// The table.
     pub table: String,
@@ -201,6 +224,9 @@ pub struct ErasePlan {
 
 #[derive(Debug, Clone, Default)]
 struct Work {
+    /// What was asked, to plan again when the repository moved before
+    /// the plan was applied.
+    options: EraseOptions,
     blobs: Vec<Bytes>,
     fingerprints: Vec<[u8; 32]>,
     moves: Vec<(RefKind, String, VersionId, VersionId)>,
@@ -320,24 +346,32 @@ impl Repo {
                 "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
             ));
         }
+        let lease = self.take_lease(LeaseKind::Erase).await?;
+        let out = self.plan_erasure(opts).await;
+        lease.release(self).await;
+        out
+    }
+
+    async fn plan_erasure(&self, opts: &EraseOptions) -> Result<ErasePlan> {
         let table = opts.table.as_str();
         let predicate_hash = blake3::hash(opts.predicate.as_bytes()).to_hex().to_string();
         // The table's schema at a head that has it.
         let branches = self.refs(RefKind::Branch).await?;
         let tags = self.refs(RefKind::Tag).await?;
         let mut head_schema = None;
+        let mut tables = BTreeSet::new();
         for b in &branches {
             let v = self.version(&b.target).await?;
+            tables.extend(v.tables.keys().cloned());
             if v.tables.contains_key(table) {
                 head_schema = Some(schema_of(&self.snapshot_of(&b.target, &v, table).await?));
                 break;
             }
         }
         let Some(schema) = head_schema else {
-            return Err(Error::UnknownTable {
+            return Err(Error::NoTableAtHeads {
                 table: table.to_string(),
-                version: "any branch head".into(),
-                available: String::new(),
+                available: list_or_none(tables.iter().map(String::as_str)),
             });
         };
         let pred = Predicate::compile(table, &opts.predicate, &schema)?;
@@ -517,6 +551,7 @@ impl Repo {
             tags: tag_moves,
             resumes,
             work: Work {
+                options: opts.clone(),
                 blobs,
                 fingerprints,
                 moves,
@@ -550,7 +585,7 @@ impl Repo {
             };
             let key = (f.data, skey.clone());
             if !cache.contains_key(&key) {
-                let aligned = align(&rw.matched_rows, &schema).map_err(Error::Query)?;
+                let aligned = conform(&rw.matched_rows, &schema).map_err(Error::Query)?;
                 cache.insert(key.clone(), hash_rows(&aligned)?);
             }
             let hashes = cache.get(&key).map(Vec::as_slice).unwrap_or_default();
@@ -601,8 +636,79 @@ impl Repo {
         Ok((out, removed, dv_blobs))
     }
 
-    /// Applies an erasure plan (see the module docs for the order).
+    /// Applies an erasure plan (see the module docs for the order),
+    /// holding the gc/erasure lease. When the repository moved since the
+    /// plan (a commit moved a branch, a gc expired a version it replaces),
+    /// it plans again and applies that, retrying with a random, growing
+    /// pause while commits keep moving the refs, for up to a minute.
     pub async fn erase_apply(&self, plan: ErasePlan) -> Result<EraseReport> {
+        let lease = self.take_lease(LeaseKind::Erase).await?;
+        let out = self.apply_erasure_leased(plan).await;
+        lease.release(self).await;
+        out
+    }
+
+    async fn apply_erasure_leased(&self, mut plan: ErasePlan) -> Result<EraseReport> {
+        let started = std::time::Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            if attempt > 0 {
+                tokio::time::sleep(super::retry_pause(attempt)).await;
+            }
+            if attempt > 0 || !self.erase_plan_holds(&plan).await? {
+                plan = self.plan_erasure(&plan.work.options).await?;
+            }
+            attempt += 1;
+            match self.apply_erasure(&plan).await {
+                Err(Error::RefMoved { .. }) if started.elapsed() < ERASE_RETRY_FOR => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// The plan still fits the repository: every version it replaces is
+    /// stored and not expired, and every ref it moves names what it did.
+    async fn erase_plan_holds(&self, plan: &ErasePlan) -> Result<bool> {
+        for v in &plan.versions {
+            if !self.store().has_blob(&v.old.0).await? || self.tombstone(&v.old).await?.is_some() {
+                return Ok(false);
+            }
+        }
+        for (kind, name, old, new) in &plan.work.moves {
+            let head = self
+                .store()
+                .ref_head(*kind, name)
+                .await?
+                .and_then(|h| h.target);
+            if head != Some(*old) && head != Some(*new) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// What the ref logs show an erasure did: each move once, and only
+    /// those a ref's log holds (an attempt that lost a ref race recorded
+    /// moves it never made).
+    async fn moves_made(&self, intended: &[AuditMovedRef]) -> Result<Vec<AuditMovedRef>> {
+        let mut out: Vec<AuditMovedRef> = Vec::new();
+        for m in intended {
+            if out
+                .iter()
+                .any(|x| x.kind == m.kind && x.name == m.name && x.new == m.new)
+            {
+                continue;
+            }
+            let log = self.store().ref_log(m.kind, &m.name).await?;
+            if log.iter().any(|e| e.target == Some(m.new)) {
+                out.push(m.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies one plan; [`Error::RefMoved`] when a ref moved under it.
+    async fn apply_erasure(&self, plan: &ErasePlan) -> Result<EraseReport> {
         let start = std::time::Instant::now();
         let (previous, mut pending_paths) = self.pending(&plan.predicate_hash).await?;
         let mut pending = previous.unwrap_or_else(|| Pending {
@@ -656,7 +762,7 @@ impl Repo {
         }
         let pb = Bytes::from(
             serde_json::to_vec_pretty(&pending)
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                .map_err(|e| Error::Internal(format!("encoding an audit record: {e}")))?,
         );
         let pending_path = format!(
             "audit/pending/{}/{:08}.json",
@@ -681,8 +787,8 @@ impl Repo {
                 }
                 Some(h) if h.target == Some(*new) => {}
                 _ => {
-                    return Err(Error::Conflict {
-                        branch: name.clone(),
+                    return Err(Error::RefMoved {
+                        name: format!("{}/{name}", kind.dir()),
                     });
                 }
             }
@@ -724,6 +830,10 @@ impl Repo {
                 seconds: start.elapsed().as_secs_f64(),
             });
         }
+        // The record holds only what this erasure did: the replacements
+        // that the refs reach now and the moves their logs show.
+        pending.versions.retain(|v| reachable.contains(&v.new.0));
+        pending.moved_refs = self.moves_made(&pending.moved_refs).await?;
         let mut seq = existing.last().map_or(1, |a| a.seq + 1);
         let mut record = AuditRecord {
             format: FORMAT_VERSION,
@@ -745,7 +855,7 @@ impl Repo {
         loop {
             let bytes = Bytes::from(
                 serde_json::to_vec_pretty(&record)
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    .map_err(|e| Error::Internal(format!("encoding an audit record: {e}")))?,
             );
             match self
                 .store()
@@ -771,19 +881,52 @@ impl Repo {
 
     /// Every version an erasure replaced (and deleted), with its
     /// replacement, from the audit records and any interrupted erasure.
+    /// A damaged audit record is an error naming it.
     pub async fn replacements(&self) -> Result<HashMap<VersionId, VersionId>> {
-        let mut out = HashMap::new();
-        for r in self.audit().await? {
-            out.extend(r.versions.iter().map(|v| (v.old, v.new)));
+        let (map, problems) = self.replacements_checked().await?;
+        match problems.into_iter().next() {
+            None => Ok(map),
+            Some(p) => Err(Error::DamagedDocument(p)),
         }
-        for p in self.store().list_docs("audit/pending").await? {
-            if let Some(b) = self.store().get_doc(&p).await? {
-                if let Ok(pending) = serde_json::from_slice::<Pending>(&b) {
-                    out.extend(pending.versions.iter().map(|v| (v.old, v.new)));
+    }
+
+    /// [`Repo::replacements`] from every audit record that decodes, and a
+    /// sentence for each one that does not. An interrupted erasure's
+    /// replacement counts only once it is stored: a reader must never
+    /// follow a replacement that an erasure did not put in place.
+    pub(crate) async fn replacements_checked(
+        &self,
+    ) -> Result<(HashMap<VersionId, VersionId>, Vec<String>)> {
+        let mut out = HashMap::new();
+        let mut problems = Vec::new();
+        for p in self.store().list_docs("audit").await? {
+            if !p.ends_with(".json") {
+                continue;
+            }
+            let Some(b) = self.store().get_doc(&p).await? else {
+                continue;
+            };
+            if p.contains("/pending/") {
+                match serde_json::from_slice::<Pending>(&b) {
+                    Ok(pending) => {
+                        for v in &pending.versions {
+                            if self.store().has_blob(&v.new.0).await? {
+                                out.insert(v.old, v.new);
+                            }
+                        }
+                    }
+                    Err(e) => problems.push(format!(
+                        "the record of an interrupted erasure, {p}, is damaged: {e}"
+                    )),
+                }
+            } else {
+                match serde_json::from_slice::<AuditRecord>(&b) {
+                    Ok(r) => out.extend(r.versions.iter().map(|v| (v.old, v.new))),
+                    Err(e) => problems.push(format!("audit record {p} is damaged: {e}")),
                 }
             }
         }
-        Ok(out)
+        Ok((out, problems))
     }
 
     /// Every audit record, oldest first.
@@ -794,11 +937,8 @@ impl Repo {
                 continue;
             }
             if let Some(b) = self.store().get_doc(&p).await? {
-                out.push(serde_json::from_slice(&b).map_err(|source| {
-                    Error::Store(tablepin_store::StoreError::Decode {
-                        path: p.clone(),
-                        source,
-                    })
+                out.push(serde_json::from_slice(&b).map_err(|e| {
+                    Error::DamagedDocument(format!("audit record {p} is damaged: {e}"))
                 })?);
             }
         }

@@ -24,7 +24,7 @@
 //!    written before any blob is deleted, so an interrupted `gc` leaves a
 //!    repository `verify` passes; running it again finishes the job.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -33,6 +33,7 @@ use tablepin_format::{
     FORMAT_VERSION,
 };
 
+use super::lease::LeaseKind;
 use super::{now_ms, Repo};
 use crate::error::{Error, Result};
 
@@ -118,6 +119,9 @@ pub struct GcPlan {
     pub tags_deleted: Vec<String>,
     /// Kept data files that still hold rows an erasure removed.
     pub blobs_holding_erased: u64,
+    /// Temporary files of interrupted writes, older than the grace period,
+    /// to delete (a younger one may belong to a write still running).
+    pub leftovers: Vec<String>,
 }
 
 /// What `gc_apply` did.
@@ -133,6 +137,8 @@ pub struct GcReport {
     pub blobs_spared: u64,
     /// Tombstones written.
     pub tombstones: u64,
+    /// Temporary files of interrupted writes deleted.
+    pub leftovers_deleted: u64,
 }
 
 impl Repo {
@@ -158,11 +164,48 @@ impl Repo {
         Ok(v)
     }
 
+    /// Every blob a version needs, with what it is (see [`Need`]): the
+    /// version record and its snapshots are read (and so verified), the
+    /// data files and deletion vectors are named with their sizes.
+    pub(crate) async fn needs(
+        &self,
+        id: &VersionId,
+        out: &mut HashMap<ObjectId, Need>,
+    ) -> Result<Version> {
+        let v = self.version(id).await?;
+        for (table, sid) in &v.tables {
+            let s: TableSnapshot = self.load_snapshot(id, table, sid).await?;
+            for f in &s.files {
+                out.entry(f.data).or_insert_with(|| Need {
+                    what: "data file",
+                    version: *id,
+                    table: table.clone(),
+                    bytes: Some(f.bytes),
+                });
+                if let Some(d) = &f.deletes {
+                    out.entry(d.blob).or_insert_with(|| Need {
+                        what: "deletion vector",
+                        version: *id,
+                        table: table.clone(),
+                        // A pack holds other bitmaps too: only its presence
+                        // can be checked from the listing.
+                        bytes: d.offset.is_none().then_some(d.bytes),
+                    });
+                }
+            }
+        }
+        Ok(v)
+    }
+
     /// The versions every branch reaches, newest first per branch
-    /// (first-parent order), and the heads.
-    async fn branch_chains(&self) -> Result<BTreeMap<String, Vec<(VersionId, i64)>>> {
+    /// (first-parent order), and the heads; branches deleted after
+    /// `deleted_since` (ms) count as branches (see [`Repo::gc_roots`]).
+    async fn branch_chains(
+        &self,
+        deleted_since: i64,
+    ) -> Result<BTreeMap<String, Vec<(VersionId, i64)>>> {
         let mut out = BTreeMap::new();
-        for b in self.refs(RefKind::Branch).await? {
+        for b in self.gc_roots(RefKind::Branch, deleted_since).await? {
             let mut chain = Vec::new();
             let mut next = Some(b.target);
             while let Some(id) = next {
@@ -172,7 +215,11 @@ impl Repo {
                         chain.push((id, v.time_ms));
                         next = v.parents.first().copied();
                     }
-                    Err(_) => break, // expired: the chain of stored versions ends
+                    // Expired: the chain of stored versions ends.
+                    Err(tablepin_store::StoreError::NotFound { .. }) if !chain.is_empty() => break,
+                    // A damaged version is not an expired one: gc must not
+                    // plan on it.
+                    Err(source) => return Err(Error::version_record(id, source)),
                 }
             }
             out.insert(b.name, chain);
@@ -180,11 +227,49 @@ impl Repo {
         Ok(out)
     }
 
-    /// Plans a garbage collection.
+    /// The refs gc keeps what they name: the live ones, and those deleted
+    /// after `deleted_since` (ms) with the version each named last, so that
+    /// a ref deleted by mistake can be restored within the grace period.
+    async fn gc_roots(&self, kind: RefKind, deleted_since: i64) -> Result<Vec<super::RefInfo>> {
+        let mut out = self.refs(kind).await?;
+        out.extend(self.recently_deleted(kind, deleted_since).await?);
+        Ok(out)
+    }
+
+    /// Refs deleted after `since` (ms) whose last version is still stored.
+    async fn recently_deleted(&self, kind: RefKind, since: i64) -> Result<Vec<super::RefInfo>> {
+        let mut out = Vec::new();
+        for r in self.deleted_refs(kind).await? {
+            if r.time_ms > since && self.store().has_blob(&r.target.0).await? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Plans a garbage collection (holding the gc/erasure lease while it
+    /// reads, see `lease`).
     pub async fn gc_plan(&self, policy: &GcPolicy) -> Result<GcPlan> {
         policy.validate()?;
+        let lease = self.take_lease(LeaseKind::Gc).await?;
+        let out = self.plan_gc(policy).await;
+        lease.release(self).await;
+        out
+    }
+
+    /// Applies a plan: tombstones, tag deletions, then the sweep (holding
+    /// the gc/erasure lease).
+    pub async fn gc_apply(&self, plan: GcPlan) -> Result<GcReport> {
+        let lease = self.take_lease(LeaseKind::Gc).await?;
+        let out = self.apply_gc(plan).await;
+        lease.release(self).await;
+        out
+    }
+
+    async fn plan_gc(&self, policy: &GcPolicy) -> Result<GcPlan> {
         let now = policy.now_ms.unwrap_or_else(now_ms);
-        let chains = self.branch_chains().await?;
+        let grace_cut = now - policy.grace_ms;
+        let chains = self.branch_chains(grace_cut).await?;
         let tags = self.refs(RefKind::Tag).await?;
         let stored_versions = self.known_versions().await?;
         let rules = policy.keep_last.is_some() || policy.keep_within_ms.is_some();
@@ -200,6 +285,9 @@ impl Repo {
                     kept.insert(*id);
                 }
             }
+        }
+        for t in self.recently_deleted(RefKind::Tag, grace_cut).await? {
+            kept.insert(t.target);
         }
         let mut fates = Vec::new();
         let mut tags_deleted = Vec::new();
@@ -219,12 +307,17 @@ impl Repo {
         }
         let expired: Vec<VersionId> = stored_versions.difference(&kept).copied().collect();
 
-        let mut reachable = HashSet::new();
+        let mut needs = HashMap::new();
         for id in &kept {
-            self.reach(id, &mut reachable).await?;
+            needs.insert(id.0, Need::manifest(*id));
+            let v = self.needs(id, &mut needs).await?;
+            for sid in v.tables.values() {
+                needs.insert(*sid, Need::manifest(*id));
+            }
         }
         let blobs = self.store().list_blobs().await?;
-        let grace_cut = now - policy.grace_ms;
+        check_needs(&needs, &blobs)?;
+        let reachable: HashSet<ObjectId> = needs.keys().copied().collect();
         let expired_ids: HashSet<ObjectId> = expired.iter().map(|v| v.0).collect();
         let mut plan = GcPlan {
             policy: policy.clone(),
@@ -239,6 +332,13 @@ impl Repo {
             tags: fates,
             tags_deleted,
             blobs_holding_erased: 0,
+            leftovers: self
+                .store()
+                .leftovers()?
+                .into_iter()
+                .filter(|l| l.last_modified.timestamp_millis() <= grace_cut)
+                .map(|l| l.path)
+                .collect(),
         };
         let mut kept_data = Vec::new();
         for b in &blobs {
@@ -260,13 +360,13 @@ impl Repo {
         Ok(plan)
     }
 
-    /// Applies a plan: tombstones, tag deletions, then the sweep.
-    pub async fn gc_apply(&self, plan: GcPlan) -> Result<GcReport> {
+    async fn apply_gc(&self, plan: GcPlan) -> Result<GcReport> {
         let mut report = GcReport {
             blobs_deleted: 0,
             bytes_freed: 0,
             blobs_spared: 0,
             tombstones: 0,
+            leftovers_deleted: 0,
             plan: plan.clone(),
         };
         // Tombstones first: the log keeps every expired version's record.
@@ -289,8 +389,8 @@ impl Repo {
                 expired_ms: plan.now_ms,
                 reason: policy_text(&plan.policy),
             };
-            let bytes =
-                serde_json::to_vec_pretty(&t).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            let bytes = serde_json::to_vec_pretty(&t)
+                .map_err(|e| Error::Internal(format!("encoding a tombstone: {e}")))?;
             match self
                 .store()
                 .create_doc(&format!("tombstones/{id}.json"), Bytes::from(bytes))
@@ -309,13 +409,14 @@ impl Repo {
                 }
             }
         }
-        // Anything a commit made reachable since the plan is spared.
+        // Anything a commit made reachable since the plan is spared, and
+        // what a ref deleted since names.
         let mut reachable = HashSet::new();
-        for b in self.refs(RefKind::Branch).await? {
-            self.reach(&b.target, &mut reachable).await?;
-        }
-        for t in self.refs(RefKind::Tag).await? {
-            self.reach(&t.target, &mut reachable).await?;
+        let deleted_since = chrono::Utc::now().timestamp_millis() - plan.policy.grace_ms;
+        for kind in [RefKind::Branch, RefKind::Tag] {
+            for r in self.gc_roots(kind, deleted_since).await? {
+                self.reach(&r.target, &mut reachable).await?;
+            }
         }
         let kept: HashSet<VersionId> = plan.versions_kept.iter().copied().collect();
         let grace_cut = chrono::Utc::now().timestamp_millis() - plan.policy.grace_ms;
@@ -336,7 +437,76 @@ impl Repo {
             report.blobs_deleted += 1;
             report.bytes_freed += meta.size;
         }
+        for l in self.store().leftovers()? {
+            if plan.leftovers.contains(&l.path) && l.last_modified.timestamp_millis() <= grace_cut {
+                self.store().delete_leftover(&l)?;
+                report.leftovers_deleted += 1;
+            }
+        }
         Ok(report)
+    }
+}
+
+/// A blob a kept version needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Need {
+    /// "data file", "deletion vector", "version record or snapshot".
+    what: &'static str,
+    /// A version that needs it.
+    version: VersionId,
+    /// Its table, or empty.
+    table: String,
+    /// Its size as recorded, where the listing can check it.
+    bytes: Option<u64>,
+}
+
+impl Need {
+    fn manifest(version: VersionId) -> Self {
+        Need {
+            what: "version record or snapshot",
+            version,
+            table: String::new(),
+            bytes: None,
+        }
+    }
+}
+
+/// Refuses a gc when a blob a kept version needs is missing from the
+/// listing or has another size than its snapshot records: a repository
+/// with damage is left as it is, for `verify` to report and a person to
+/// repair, rather than swept on a partial view.
+fn check_needs(needs: &HashMap<ObjectId, Need>, blobs: &[tablepin_store::BlobMeta]) -> Result<()> {
+    let sizes: HashMap<ObjectId, u64> = blobs.iter().map(|b| (b.id, b.size)).collect();
+    let mut problems: Vec<String> = needs
+        .iter()
+        .filter_map(|(id, n)| {
+            let table = if n.table.is_empty() {
+                String::new()
+            } else {
+                format!(", table '{}'", n.table)
+            };
+            let head = format!(
+                "{} {} of version {}{table}",
+                n.what,
+                id.short(12),
+                n.version.short(12)
+            );
+            match (sizes.get(id), n.bytes) {
+                (None, _) => Some(format!("{head} is missing")),
+                (Some(&got), Some(want)) if got != want => Some(format!(
+                    "{head} has {got} bytes where its snapshot records {want}"
+                )),
+                _ => None,
+            }
+        })
+        .collect();
+    problems.sort();
+    match problems.as_slice() {
+        [] => Ok(()),
+        [first, rest @ ..] => Err(Error::KeptBlobsDamaged {
+            first: first.clone(),
+            more: rest.len(),
+        }),
     }
 }
 

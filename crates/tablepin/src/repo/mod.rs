@@ -9,6 +9,7 @@
 
 mod erase;
 mod gc;
+mod lease;
 mod rev;
 mod verify;
 
@@ -27,6 +28,7 @@ use tablepin_store::{Store, StoreError, LOCAL_DIR};
 
 pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
 pub use gc::{GcPlan, GcPolicy, GcReport, TagFate};
+pub use rev::{Replaced, ReplacedBy};
 pub use verify::VerifyReport;
 
 use crate::error::{Error, Result};
@@ -57,7 +59,7 @@ pub struct RepoConfig {
     pub write: WriteSettings,
 }
 
-const CONFIG: &str = "meta/config.json";
+pub(crate) const CONFIG: &str = "meta/config.json";
 
 /// Options of a commit.
 #[derive(Debug, Clone)]
@@ -66,15 +68,31 @@ pub struct CommitOptions {
     pub mode: Mode,
     /// Key columns (first commit: declares them; later: must match).
     pub key: Option<Vec<String>>,
-    /// Accept a schema change other than an added nullable column.
+    /// Accept a schema change other than an added nullable column or a
+    /// widened number.
     pub allow_schema_change: bool,
+    /// Cast input columns to the table's types when no value changes (a
+    /// value that would change refuses the commit, naming it).
+    pub cast: bool,
     /// The commit message.
     pub message: String,
     /// The branch to commit to.
     pub branch: String,
     /// The commit time (default: now).
     pub time_ms: Option<i64>,
+    /// Create `branch` if it does not exist, starting at the head of
+    /// [`DEFAULT_BRANCH`] (or empty when that has none). Without it, a
+    /// commit to a branch that does not exist is refused, unless the
+    /// repository has no branch yet.
+    pub create_branch: bool,
+    /// How long to keep retrying when other writers move the branch first
+    /// (each retry plans again against the new head, after a random pause
+    /// that grows with the attempts).
+    pub retry_for: std::time::Duration,
 }
+
+/// The branch commits go to when none is named.
+pub const DEFAULT_BRANCH: &str = "main";
 
 impl Default for CommitOptions {
     fn default() -> Self {
@@ -82,11 +100,35 @@ impl Default for CommitOptions {
             mode: Mode::Overwrite,
             key: None,
             allow_schema_change: false,
+            cast: false,
             message: String::new(),
-            branch: "main".into(),
+            branch: DEFAULT_BRANCH.into(),
             time_ms: None,
+            create_branch: false,
+            retry_for: std::time::Duration::from_secs(60),
         }
     }
+}
+
+/// The pause before retry `attempt` (1, 2, …) of a commit that lost its
+/// ref race: exponential from 5 ms up to 0.5 s, times a random factor in
+/// [0.5, 1.5), so writers that collided do not collide again in step.
+pub(crate) fn retry_pause(attempt: u32) -> std::time::Duration {
+    use rand::Rng;
+    let base_ms = (5u64 << attempt.min(7)).min(500) as f64;
+    let factor: f64 = rand::rng().random_range(0.5..1.5);
+    std::time::Duration::from_micros((base_ms * factor * 1000.0) as u64)
+}
+
+/// The name among `names` closest to `name` (by edit distance), when it is
+/// close enough to be a likely typo.
+pub(crate) fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .map(|n| (strsim::levenshtein(name, n), n))
+        .filter(|(d, n)| *d <= (n.len().max(name.len()) / 3).max(2))
+        .min()
+        .map(|(_, n)| n)
 }
 
 /// What a commit did.
@@ -133,6 +175,15 @@ pub struct LogEntry {
     pub replaces: Option<VersionId>,
 }
 
+/// What `log` lists.
+#[derive(Debug, Clone, Default)]
+pub struct LogOptions {
+    /// At most this many entries.
+    pub max: Option<usize>,
+    /// Only versions that changed this table.
+    pub table: Option<String>,
+}
+
 /// A ref as listed.
 #[derive(Debug, Clone, Serialize)]
 pub struct RefInfo {
@@ -142,8 +193,11 @@ pub struct RefInfo {
     pub target: VersionId,
     /// When it was last moved (ms).
     pub time_ms: i64,
-    /// The message of its last entry.
+    /// Its message: a tag's own message (given when it was created); a
+    /// branch's last entry's.
     pub message: String,
+    /// What moved a tag since it was created (an erasure), if anything.
+    pub note: Option<String>,
     /// Entries in its log.
     pub entries: u64,
 }
@@ -163,6 +217,14 @@ pub struct TableRead {
     pub stats: ReadStats,
 }
 
+/// One attempt of a commit: the branch head it read and the plan on it.
+struct Planned {
+    head: Option<RefEntry>,
+    parent_id: Option<VersionId>,
+    parent_version: Option<Version>,
+    plan: plan::TablePlan,
+}
+
 /// A tablepin repository.
 #[derive(Debug)]
 pub struct Repo {
@@ -179,6 +241,24 @@ fn default_author() -> String {
     std::env::var("TABLEPIN_AUTHOR")
         .or_else(|_| std::env::var("USER"))
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Names as a comma-separated list, or "none".
+pub(crate) fn list_or_none<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = names.into_iter().collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// "branch" or "tag".
+pub(crate) fn kind_name(kind: RefKind) -> &'static str {
+    match kind {
+        RefKind::Branch => "branch",
+        RefKind::Tag => "tag",
+    }
 }
 
 /// Checks a tag, branch or table name.
@@ -251,7 +331,7 @@ impl Repo {
         };
         config.write.properties_check()?;
         let bytes = serde_json::to_vec_pretty(&config)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            .map_err(|e| Error::Internal(format!("encoding the config: {e}")))?;
         match store.create_doc(CONFIG, Bytes::from(bytes)).await {
             Err(StoreError::Exists { .. }) => {
                 return Err(Error::RepositoryExists {
@@ -314,12 +394,7 @@ impl Repo {
             .store
             .get_blob(&id.0)
             .await
-            .map_err(|source| Error::Damaged {
-                what: "the version record".into(),
-                version: *id,
-                table: String::new(),
-                source: Box::new(source),
-            })?;
+            .map_err(|source| Error::version_record(*id, source))?;
         Ok(decode_manifest("version", &bytes)?)
     }
 
@@ -339,7 +414,7 @@ impl Repo {
             return Err(Error::UnknownTable {
                 table: table.to_string(),
                 version: id.short(12),
-                available: v.tables.keys().cloned().collect::<Vec<_>>().join(", "),
+                available: list_or_none(v.tables.keys().map(String::as_str)),
             });
         };
         self.load_snapshot(id, table, snap_id).await
@@ -374,134 +449,260 @@ impl Repo {
     ) -> Result<CommitResult> {
         check_name("table", table)?;
         check_name("branch", &opts.branch)?;
-        const ATTEMPTS: usize = 8;
-        for _ in 0..ATTEMPTS {
-            let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
-            let parent_id = head.as_ref().and_then(|h| h.target);
-            let parent_version = match &parent_id {
-                Some(id) => Some(self.version(id).await?),
-                None => None,
-            };
-            let parent_snap = match (&parent_id, &parent_version) {
-                (Some(id), Some(v)) if v.tables.contains_key(table) => {
-                    Some(self.snapshot_of(id, v, table).await?)
-                }
-                _ => None,
-            };
-            let plan = plan::plan(
-                &self.store,
-                PlanInput {
-                    table,
-                    parent: parent_snap.as_ref(),
-                    schema: schema.clone(),
-                    batches: batches.clone(),
-                    mode: opts.mode,
-                    key: opts.key.clone(),
-                    allow_schema_change: opts.allow_schema_change,
-                    settings: &self.config.write,
-                },
-            )
-            .await
-            .map_err(|e| self.name_version(e, parent_id, table))?;
-            let mut change = TableChange {
-                rows_added: plan.rows_added,
-                rows_changed: plan.rows_changed,
-                rows_deleted: plan.rows_deleted,
-                bytes_new: 0,
-                blobs_new: 0,
-                checks: plan.checks,
-            };
-            // Freshen blobs the repository holds already: a gc running now
-            // spares young blobs, so this commit's reuse of an old one is safe.
-            // The writes are independent (each blob is its own file) and run
-            // at once; all of them end before the version that names them
-            // is written.
-            let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
-            let (written, out) = futures::try_join!(
-                futures::future::try_join_all(
-                    plan.blobs
-                        .iter()
-                        .map(|b| self.store.freshen_blob(b.clone())),
-                ),
-                self.store.freshen_blob(snap_bytes.clone()),
-            )?;
-            for o in written.iter().chain([&out]) {
-                if o.new {
-                    change.bytes_new += o.bytes;
-                    change.blobs_new += 1;
-                }
-            }
-            let mut tables = parent_version
-                .as_ref()
-                .map(|v| v.tables.clone())
-                .unwrap_or_default();
-            tables.insert(table.to_string(), out.id);
-            let time_ms = opts.time_ms.unwrap_or_else(now_ms);
-            let version = Version {
-                format: FORMAT_VERSION,
-                parents: parent_id.into_iter().collect(),
-                time_ms,
-                author: self.author.clone(),
-                message: opts.message.clone(),
-                tables,
-                changes: BTreeMap::from([(table.to_string(), change.clone())]),
-                replaces: None,
-            };
-            let vbytes = encode_manifest("version", &version)?;
-            let vout = self.store.put_blob(Bytes::from(vbytes)).await?;
-            let vid = VersionId(vout.id);
-            let entry = RefEntry {
-                format: FORMAT_VERSION,
-                seq: head.as_ref().map_or(1, |h| h.seq + 1),
-                target: Some(vid),
-                time_ms,
-                author: self.author.clone(),
-                message: format!("commit: {}", opts.message),
-            };
-            match self
-                .store
-                .append_ref(RefKind::Branch, &opts.branch, &entry)
-                .await
-            {
-                Ok(()) => {
-                    // Belt and braces against a gc that read the blobs' ages
-                    // just before this commit freshened them: put back any
-                    // blob of this commit that is gone. Only a blob that was
-                    // there already can be: one this commit created was
-                    // absent when the gc's deletes had already run, and a
-                    // gc deletes only blobs it listed.
-                    futures::future::try_join_all(
-                        plan.blobs
-                            .iter()
-                            .chain([&snap_bytes])
-                            .zip(written.iter().chain([&out]))
-                            .filter(|(_, w)| !w.new)
-                            .map(|(b, w)| async move {
-                                if !self.store.has_blob(&w.id).await? {
-                                    self.store.put_blob(b.clone()).await?;
-                                }
-                                Ok::<_, StoreError>(())
-                            }),
-                    )
-                    .await?;
-                    return Ok(CommitResult {
-                        version: vid,
-                        parent: parent_id,
+        crate::files::check_unique_columns(&schema)
+            .map_err(|m| Error::InvalidArgument(format!("the input of table '{table}' {m}")))?;
+        // Views and dictionaries are stored as plain arrays (see
+        // `files::normalize`): the same rows from any writer store alike.
+        let (schema, batches) = crate::files::normalize(&schema, batches).map_err(Error::arrow(
+            format!("reading the input of table '{table}'"),
+        ))?;
+        let started = std::time::Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            if attempt > 0 {
+                if started.elapsed() >= opts.retry_for {
+                    return Err(Error::Conflict {
                         branch: opts.branch.clone(),
-                        table: table.to_string(),
-                        rows: plan.snapshot.rows,
-                        content_hash: plan.snapshot.content_hash,
-                        change,
-                        version_bytes: vout.bytes,
+                        waited_s: started.elapsed().as_secs(),
                     });
                 }
-                Err(StoreError::RefConflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
+                tokio::time::sleep(retry_pause(attempt)).await;
+            }
+            attempt += 1;
+            let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
+            let planned = match self
+                .plan_on(head.clone(), table, &schema, &batches, opts)
+                .await
+            {
+                Ok(p) => p,
+                // A blob of the head vanished because the branch moved on
+                // (an erasure replaced the head and deleted it): a lost
+                // race, not damage. Plan again on the new head.
+                Err(e)
+                    if e.is_missing()
+                        && self.store.ref_head(RefKind::Branch, &opts.branch).await? != head =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(done) = self.write_commit(table, planned, opts).await? {
+                return Ok(done);
             }
         }
-        Err(Error::Conflict {
-            branch: opts.branch.clone(),
+    }
+
+    /// Plans one attempt of a commit against the branch head as read.
+    async fn plan_on(
+        &self,
+        head: Option<RefEntry>,
+        table: &str,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+        opts: &CommitOptions,
+    ) -> Result<Planned> {
+        let parent_id = match head.as_ref().and_then(|h| h.target) {
+            Some(t) => Some(t),
+            None => {
+                self.new_branch_start(&opts.branch, opts.create_branch)
+                    .await?
+            }
+        };
+        let parent_version = match &parent_id {
+            Some(id) => Some(self.version(id).await?),
+            None => None,
+        };
+        let parent_snap = match (&parent_id, &parent_version) {
+            (Some(id), Some(v)) if v.tables.contains_key(table) => {
+                Some(self.snapshot_of(id, v, table).await?)
+            }
+            _ => None,
+        };
+        let plan = plan::plan(
+            &self.store,
+            PlanInput {
+                table,
+                parent: parent_snap.as_ref(),
+                schema: schema.clone(),
+                batches: batches.to_vec(),
+                mode: opts.mode,
+                key: opts.key.clone(),
+                rules: plan::SchemaRules {
+                    allow_change: opts.allow_schema_change,
+                    cast: opts.cast,
+                },
+                settings: &self.config.write,
+            },
+        )
+        .await
+        .map_err(|e| self.name_version(e, parent_id, table))?;
+        Ok(Planned {
+            head,
+            parent_id,
+            parent_version,
+            plan,
         })
+    }
+
+    /// Writes one attempt: the blobs, the snapshot, the version, and last
+    /// the ref entry. `None` when another writer moved the branch first.
+    async fn write_commit(
+        &self,
+        table: &str,
+        p: Planned,
+        opts: &CommitOptions,
+    ) -> Result<Option<CommitResult>> {
+        let Planned {
+            head,
+            parent_id,
+            parent_version,
+            plan,
+        } = p;
+        let mut change = TableChange {
+            rows_added: plan.rows_added,
+            rows_changed: plan.rows_changed,
+            rows_deleted: plan.rows_deleted,
+            bytes_new: 0,
+            blobs_new: 0,
+            checks: plan.checks,
+        };
+        // Freshen blobs the repository holds already: a gc running now
+        // spares young blobs, so this commit's reuse of an old one is safe.
+        // The writes are independent (each blob is its own file) and run
+        // at once; all of them end before the version that names them
+        // is written.
+        let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
+        let (written, out) = futures::try_join!(
+            futures::future::try_join_all(
+                plan.blobs
+                    .iter()
+                    .map(|b| self.store.freshen_blob(b.clone())),
+            ),
+            self.store.freshen_blob(snap_bytes.clone()),
+        )?;
+        for o in written.iter().chain([&out]) {
+            if o.new {
+                change.bytes_new += o.bytes;
+                change.blobs_new += 1;
+            }
+        }
+        let mut tables = parent_version
+            .as_ref()
+            .map(|v| v.tables.clone())
+            .unwrap_or_default();
+        tables.insert(table.to_string(), out.id);
+        let time_ms = opts.time_ms.unwrap_or_else(now_ms);
+        let version = Version {
+            format: FORMAT_VERSION,
+            parents: parent_id.into_iter().collect(),
+            time_ms,
+            author: self.author.clone(),
+            message: opts.message.clone(),
+            tables,
+            changes: BTreeMap::from([(table.to_string(), change.clone())]),
+            replaces: None,
+        };
+        let vbytes = encode_manifest("version", &version)?;
+        let vout = self.store.put_blob(Bytes::from(vbytes)).await?;
+        let vid = VersionId(vout.id);
+        let entry = RefEntry {
+            format: FORMAT_VERSION,
+            seq: head.as_ref().map_or(1, |h| h.seq + 1),
+            target: Some(vid),
+            time_ms,
+            author: self.author.clone(),
+            message: format!("commit: {}", opts.message),
+        };
+        match self
+            .store
+            .append_ref(RefKind::Branch, &opts.branch, &entry)
+            .await
+        {
+            Ok(()) => {}
+            Err(StoreError::RefConflict { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        // Belt and braces against a gc that read the blobs' ages just
+        // before this commit freshened them: put back any blob of this
+        // commit that is gone. Only a blob that was there already can be:
+        // one this commit created was absent when the gc's deletes had
+        // already run, and a gc deletes only blobs it listed.
+        futures::future::try_join_all(
+            plan.blobs
+                .iter()
+                .chain([&snap_bytes])
+                .zip(written.iter().chain([&out]))
+                .filter(|(_, w)| !w.new)
+                .map(|(b, w)| async move {
+                    if !self.store.has_blob(&w.id).await? {
+                        self.store.put_blob(b.clone()).await?;
+                    }
+                    Ok::<_, StoreError>(())
+                }),
+        )
+        .await?;
+        Ok(Some(CommitResult {
+            version: vid,
+            parent: parent_id,
+            branch: opts.branch.clone(),
+            table: table.to_string(),
+            rows: plan.snapshot.rows,
+            content_hash: plan.snapshot.content_hash,
+            change,
+            version_bytes: vout.bytes,
+        }))
+    }
+
+    /// Where a commit to a branch without a head starts: at the default
+    /// branch's head with `create`, nowhere in a repository without
+    /// branches; otherwise the branch name is refused as unknown.
+    async fn new_branch_start(&self, branch: &str, create: bool) -> Result<Option<VersionId>> {
+        if create {
+            if branch == DEFAULT_BRANCH {
+                return Ok(None);
+            }
+            return Ok(self
+                .store
+                .ref_head(RefKind::Branch, DEFAULT_BRANCH)
+                .await?
+                .and_then(|h| h.target));
+        }
+        let live = self.refs(RefKind::Branch).await?;
+        if live.is_empty() {
+            return Ok(None);
+        }
+        let hint = closest(branch, live.iter().map(|r| r.name.as_str()))
+            .map(|n| format!("; did you mean '{n}'?"))
+            .unwrap_or_default();
+        Err(Error::UnknownBranch {
+            name: branch.to_string(),
+            branches: live
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            hint,
+        })
+    }
+
+    /// The schema of a table at a branch's head, or `None` when the branch
+    /// or the table does not exist yet.
+    pub async fn table_schema(&self, branch: &str, table: &str) -> Result<Option<SchemaRef>> {
+        let Some(head) = self
+            .store
+            .ref_head(RefKind::Branch, branch)
+            .await?
+            .and_then(|h| h.target)
+        else {
+            return Ok(None);
+        };
+        let v = self.version(&head).await?;
+        if !v.tables.contains_key(table) {
+            return Ok(None);
+        }
+        Ok(Some(table::schema_of(
+            &self.snapshot_of(&head, &v, table).await?,
+        )))
     }
 
     /// Compacts a table on a branch (`tablepin compact`): commits a version
@@ -546,8 +747,30 @@ impl Repo {
         table: &str,
         columns: Option<&[String]>,
     ) -> Result<TableRead> {
-        let version = self.resolve(rev).await?;
-        self.read_version(&version, table, columns).await
+        Ok(self.read_noted(rev, table, columns).await?.0)
+    }
+
+    /// Reads a table at a revision, saying when the revision named a
+    /// version that an erasure replaced (see [`Repo::resolve_noted`]). A
+    /// blob that vanishes because the revision moved meanwhile (an erasure
+    /// replaced the branch head) is a lost race: the read starts again on
+    /// what the revision names now.
+    pub async fn read_noted(
+        &self,
+        rev: &str,
+        table: &str,
+        columns: Option<&[String]>,
+    ) -> Result<(TableRead, Option<Replaced>)> {
+        let mut tries = 0;
+        loop {
+            let (version, replaced) = self.resolve_noted(rev).await?;
+            match self.read_version(&version, table, columns).await {
+                Err(e) if e.is_missing() && tries < 3 && self.resolve(rev).await? != version => {
+                    tries += 1;
+                }
+                other => return other.map(|r| (r, replaced)),
+            }
+        }
     }
 
     /// Reads a table at a version.
@@ -573,11 +796,27 @@ impl Repo {
     /// The versions of a branch, newest first, following first parents.
     /// Expired versions appear from their tombstones.
     pub async fn log(&self, branch: &str) -> Result<Vec<LogEntry>> {
+        self.log_with(branch, &LogOptions::default()).await
+    }
+
+    /// [`Repo::log`], stopping after `opts.max` entries and keeping only the
+    /// versions that changed `opts.table` when given.
+    pub async fn log_with(&self, branch: &str, opts: &LogOptions) -> Result<Vec<LogEntry>> {
         let head = self.ref_target(RefKind::Branch, branch).await?;
-        let replaced = self.replacements().await?;
+        // Read only when a version is gone: a damaged audit record then
+        // stops only the logs that need it.
+        let mut replaced: Option<std::collections::HashMap<VersionId, VersionId>> = None;
         let mut out = Vec::new();
         let mut next = Some(head);
+        let wanted = |e: &LogEntry| {
+            opts.table
+                .as_ref()
+                .is_none_or(|t| e.changes.contains_key(t))
+        };
         while let Some(id) = next {
+            if out.len() >= opts.max.unwrap_or(usize::MAX) {
+                break;
+            }
             match self.store.get_blob(&id.0).await {
                 Ok(bytes) => {
                     let v: Version = decode_manifest("version", &bytes)?;
@@ -587,7 +826,7 @@ impl Repo {
                         tables.insert(name.clone(), (s.rows, s.content_hash));
                     }
                     next = v.parents.first().copied();
-                    out.push(LogEntry {
+                    let e = LogEntry {
                         id,
                         parents: v.parents,
                         time_ms: v.time_ms,
@@ -597,17 +836,15 @@ impl Repo {
                         changes: v.changes,
                         expired: false,
                         replaces: v.replaces,
-                    });
-                }
-                Err(StoreError::NotFound { .. }) if replaced.contains_key(&id) => {
-                    // An erasure replaced it: history goes on through its
-                    // replacement.
-                    next = replaced.get(&id).copied();
+                    };
+                    if wanted(&e) {
+                        out.push(e);
+                    }
                 }
                 Err(StoreError::NotFound { .. }) => match self.tombstone(&id).await? {
                     Some(t) => {
                         next = t.parents.first().copied();
-                        out.push(LogEntry {
+                        let e = LogEntry {
                             id,
                             parents: t.parents,
                             time_ms: t.time_ms,
@@ -617,27 +854,32 @@ impl Repo {
                             changes: BTreeMap::new(),
                             expired: true,
                             replaces: None,
-                        });
+                        };
+                        // What an expired version changed is not kept.
+                        if opts.table.is_none() {
+                            out.push(e);
+                        }
                     }
                     None => {
-                        return Err(Error::Damaged {
-                            what: "the version record".into(),
-                            version: id,
-                            table: String::new(),
-                            source: Box::new(StoreError::NotFound {
-                                path: format!("objects/{}", id.0.fanout_path()),
-                            }),
-                        })
+                        if replaced.is_none() {
+                            replaced = Some(self.replacements().await?);
+                        }
+                        match replaced.as_ref().and_then(|r| r.get(&id)) {
+                            // An erasure replaced it: history goes on
+                            // through its replacement.
+                            Some(new) => next = Some(*new),
+                            None => {
+                                return Err(Error::version_record(
+                                    id,
+                                    StoreError::NotFound {
+                                        path: format!("objects/{}", id.0.fanout_path()),
+                                    },
+                                ))
+                            }
+                        }
                     }
                 },
-                Err(source) => {
-                    return Err(Error::Damaged {
-                        what: "the version record".into(),
-                        version: id,
-                        table: String::new(),
-                        source: Box::new(source),
-                    })
-                }
+                Err(source) => return Err(Error::version_record(id, source)),
             }
         }
         Ok(out)
@@ -645,13 +887,14 @@ impl Repo {
 
     /// The tombstone of an expired version, if it has one.
     pub async fn tombstone(&self, id: &VersionId) -> Result<Option<Tombstone>> {
-        match self.store.get_doc(&format!("tombstones/{id}.json")).await? {
+        let path = format!("tombstones/{id}.json");
+        match self.store.get_doc(&path).await? {
             None => Ok(None),
-            Some(b) => Ok(Some(serde_json::from_slice(&b).map_err(|source| {
-                Error::Store(StoreError::Decode {
-                    path: format!("tombstones/{id}.json"),
-                    source,
-                })
+            Some(b) => Ok(Some(serde_json::from_slice(&b).map_err(|e| {
+                Error::DamagedDocument(format!(
+                    "tombstone {path} of expired version {} is damaged: {e}",
+                    id.short(12)
+                ))
             })?)),
         }
     }
@@ -679,17 +922,40 @@ impl Repo {
         for name in self.store.ref_names(kind).await? {
             if let Some(h) = self.store.ref_head(kind, &name).await? {
                 if let Some(t) = h.target {
+                    let (message, note) = match kind {
+                        RefKind::Tag => self.tag_message(&name, &h).await?,
+                        RefKind::Branch => (h.message, None),
+                    };
                     out.push(RefInfo {
                         name,
                         target: t,
                         time_ms: h.time_ms,
-                        message: h.message,
+                        message,
+                        note,
                         entries: h.seq,
                     });
                 }
             }
         }
         Ok(out)
+    }
+
+    /// A tag's own message (that of the entry that created it, after its
+    /// last deletion) and, when an erasure moved it since, that entry's.
+    async fn tag_message(&self, name: &str, head: &RefEntry) -> Result<(String, Option<String>)> {
+        if head.seq <= 1 {
+            return Ok((head.message.clone(), None));
+        }
+        let log = self.store.ref_log(RefKind::Tag, name).await?;
+        let created = log
+            .iter()
+            .rposition(|e| e.target.is_none())
+            .map_or(0, |deleted| deleted + 1);
+        let Some(first) = log.get(created) else {
+            return Ok((head.message.clone(), None));
+        };
+        let note = (first.seq != head.seq).then(|| head.message.clone());
+        Ok((first.message.clone(), note))
     }
 
     /// Creates a ref at a revision.
@@ -705,6 +971,21 @@ impl Repo {
             RefKind::Tag => "tag",
         };
         check_name(what, name)?;
+        let other = match kind {
+            RefKind::Branch => RefKind::Tag,
+            RefKind::Tag => RefKind::Branch,
+        };
+        if let Some(RefEntry {
+            target: Some(t), ..
+        }) = self.store.ref_head(other, name).await?
+        {
+            // A revision naming both would be ambiguous.
+            return Err(Error::RefExists {
+                kind: kind_name(other),
+                name: name.to_string(),
+                target: t.short(12),
+            });
+        }
         let target = self.resolve(rev).await?;
         let head = self.store.ref_head(kind, name).await?;
         if let Some(RefEntry {
@@ -728,13 +1009,89 @@ impl Repo {
         Ok(target)
     }
 
-    /// Deletes a ref (appends a deleting entry to its log).
-    pub async fn delete_ref(&self, kind: RefKind, name: &str) -> Result<VersionId> {
+    /// Deletes a ref (appends a deleting entry to its log; the ref stays
+    /// restorable with [`Repo::restore_ref`], and gc keeps what it named
+    /// for its grace period). Without `force`, the default branch and the
+    /// repository's only branch are refused: with no branch left, gc would
+    /// expire every version.
+    pub async fn delete_ref(&self, kind: RefKind, name: &str, force: bool) -> Result<VersionId> {
         let old = self.ref_target(kind, name).await?;
+        if kind == RefKind::Branch && !force {
+            let live = self.refs(RefKind::Branch).await?;
+            let reason = if live.len() == 1 {
+                Some(format!("'{name}' is the repository's only branch"))
+            } else if name == DEFAULT_BRANCH {
+                Some(format!("'{name}' is the branch commits go to by default"))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(Error::ProtectedBranch {
+                    name: name.to_string(),
+                    reason,
+                    what: "every version only it reaches".into(),
+                });
+            }
+        }
         let head = self.store.ref_head(kind, name).await?;
         self.move_ref(kind, name, head.map_or(0, |h| h.seq), None, "deleted")
             .await?;
         Ok(old)
+    }
+
+    /// Every deleted ref of a kind: its name, the version it named last,
+    /// and when it was deleted (`time_ms`, `message` of the deleting entry).
+    pub async fn deleted_refs(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
+        let mut out = Vec::new();
+        for name in self.store.ref_names(kind).await? {
+            let log = self.store.ref_log(kind, &name).await?;
+            let Some(head) = log.last() else { continue };
+            if head.target.is_some() {
+                continue;
+            }
+            if let Some(last) = log.iter().rev().find_map(|e| e.target) {
+                out.push(RefInfo {
+                    name,
+                    target: last,
+                    time_ms: head.time_ms,
+                    message: head.message.clone(),
+                    note: None,
+                    entries: head.seq,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Restores a deleted ref to the version it named last.
+    pub async fn restore_ref(&self, kind: RefKind, name: &str) -> Result<VersionId> {
+        let what = kind_name(kind);
+        let Some(d) = self
+            .deleted_refs(kind)
+            .await?
+            .into_iter()
+            .find(|r| r.name == name)
+        else {
+            return Err(match self.store.ref_head(kind, name).await? {
+                Some(RefEntry {
+                    target: Some(t), ..
+                }) => Error::RefExists {
+                    kind: what,
+                    name: name.to_string(),
+                    target: t.short(12),
+                },
+                _ => Error::UnknownRef {
+                    kind: what,
+                    name: name.to_string(),
+                },
+            });
+        };
+        // The version must still be readable (gc keeps it for the grace
+        // period after the deletion; later it may have expired).
+        self.version(&d.target).await?;
+        self.move_ref(kind, name, d.entries, Some(d.target), "restored")
+            .await?;
+        Ok(d.target)
     }
 
     pub(crate) async fn move_ref(

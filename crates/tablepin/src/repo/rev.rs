@@ -5,18 +5,122 @@
 //! back), or `@TIME` / `BRANCH@TIME` (RFC 3339): the version the branch
 //! (default `main`) named at that time, read from the branch's log, so it
 //! answers "what did `main` hold then", not "which commit has an older date".
-//! Tags win over branches of the same name, as in Git.
+//! A time may be a date alone (`@2010-11-30`: midnight UTC at its start).
+//! `HEAD` is the head of the default branch (`main`). A name that is both
+//! a tag and a branch (possible in repositories made before such names were
+//! refused) is ambiguous and refused, never silently one of the two.
 
 use std::collections::BTreeSet;
 
+use serde::Serialize;
 use tablepin_format::{RefKind, VersionId};
 
 use super::Repo;
 use crate::error::{Error, Result};
 
+/// An old version id that an erasure replaced, and what stands for it now.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replaced {
+    /// The version id asked for.
+    pub old: VersionId,
+    /// The version that stands for it now (after every later erasure).
+    pub new: VersionId,
+    /// The erasures that replaced it, oldest first.
+    pub erasures: Vec<ReplacedBy>,
+}
+
+/// One erasure that replaced a version.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplacedBy {
+    /// The audit record's number (`tablepin audit`).
+    pub audit: u64,
+    /// When the erasure ran (ms).
+    pub time_ms: i64,
+    /// Its reason.
+    pub reason: String,
+    /// The version it wrote in place of the one before.
+    pub new: VersionId,
+}
+
 impl Repo {
-    /// Resolves a revision to a version id.
+    /// Resolves a revision to a version id. A version id that an erasure
+    /// replaced resolves to its replacement (see [`Repo::resolve_noted`]).
     pub async fn resolve(&self, rev: &str) -> Result<VersionId> {
+        Ok(self.resolve_noted(rev).await?.0)
+    }
+
+    /// Resolves a revision, saying when it named a version that an erasure
+    /// replaced: reading it then reads the replacement, which holds the
+    /// same rows but the erased ones.
+    pub async fn resolve_noted(&self, rev: &str) -> Result<(VersionId, Option<Replaced>)> {
+        match self.resolve_stored(rev).await {
+            Err(Error::UnknownRev { .. }) if is_hex_prefix(rev) => {
+                match self.replaced(rev).await? {
+                    Some(r) => Ok((r.new, Some(r))),
+                    None => Err(Error::UnknownRev {
+                        rev: rev.to_string(),
+                    }),
+                }
+            }
+            other => other.map(|id| (id, None)),
+        }
+    }
+
+    /// The erasures that replaced the version a hex prefix names, from the
+    /// audit records; `None` when no erased version id starts so.
+    pub async fn replaced(&self, prefix: &str) -> Result<Option<Replaced>> {
+        let lower = prefix.to_ascii_lowercase();
+        let records = self.audit().await?;
+        let mut by_old = std::collections::HashMap::new();
+        for r in &records {
+            for v in &r.versions {
+                by_old.insert(
+                    v.old,
+                    ReplacedBy {
+                        audit: r.seq,
+                        time_ms: r.time_ms,
+                        reason: r.reason.clone(),
+                        new: v.new,
+                    },
+                );
+            }
+        }
+        let matches: Vec<VersionId> = by_old
+            .keys()
+            .filter(|v| v.to_string().starts_with(&lower))
+            .copied()
+            .collect();
+        let old = match matches.as_slice() {
+            [] => return Ok(None),
+            [one] => *one,
+            many => {
+                return Err(Error::AmbiguousRev {
+                    rev: prefix.to_string(),
+                    candidates: many
+                        .iter()
+                        .map(|v| v.short(12))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+            }
+        };
+        let mut erasures = Vec::new();
+        let mut at = old;
+        while let Some(step) = by_old.get(&at) {
+            if erasures.len() > by_old.len() {
+                break;
+            }
+            at = step.new;
+            erasures.push(step.clone());
+        }
+        Ok(Some(Replaced {
+            old,
+            new: at,
+            erasures,
+        }))
+    }
+
+    async fn resolve_stored(&self, rev: &str) -> Result<VersionId> {
         let unknown = || Error::UnknownRev {
             rev: rev.to_string(),
         };
@@ -26,7 +130,7 @@ impl Repo {
                     "'{rev}': the number after '~' must be a whole number, as in main~2"
                 ))
             })?;
-            let mut id = Box::pin(self.resolve(base)).await?;
+            let mut id = Box::pin(self.resolve_stored(base)).await?;
             for i in 0..n {
                 let v = self.version(&id).await?;
                 id = *v.parents.first().ok_or_else(|| {
@@ -37,14 +141,15 @@ impl Repo {
             }
             return Ok(id);
         }
+        if rev == "HEAD" {
+            return Box::pin(self.resolve_stored(super::DEFAULT_BRANCH)).await;
+        }
         if let Some((branch, time)) = rev.split_once('@') {
-            let branch = if branch.is_empty() { "main" } else { branch };
-            let t = chrono::DateTime::parse_from_rfc3339(time).map_err(|e| {
-                Error::InvalidArgument(format!(
-                    "'{time}' is not an RFC 3339 time ({e}); write it as 2010-11-30T00:00:00Z"
-                ))
-            })?;
-            let t_ms = t.timestamp_millis();
+            let branch = match branch {
+                "" | "HEAD" => super::DEFAULT_BRANCH,
+                b => b,
+            };
+            let t_ms = parse_time(time)?;
             let log = self.store().ref_log(RefKind::Branch, branch).await?;
             if log.is_empty() {
                 return Err(Error::UnknownRef {
@@ -63,16 +168,20 @@ impl Repo {
                     ))
                 });
         }
-        for kind in [RefKind::Tag, RefKind::Branch] {
-            if let Some(e) = self.store().ref_head(kind, rev).await? {
-                if let Some(t) = e.target {
-                    return Ok(t);
-                }
+        let tag = self.store().ref_head(RefKind::Tag, rev).await?;
+        let branch = self.store().ref_head(RefKind::Branch, rev).await?;
+        match (tag.and_then(|e| e.target), branch.and_then(|e| e.target)) {
+            (Some(t), Some(b)) if t != b => {
+                return Err(Error::InvalidArgument(format!(
+                    "'{rev}' names both a tag (at {}) and a branch (at {}); rename one of them (`tablepin tag --delete {rev}` and tag again under another name)",
+                    t.short(12),
+                    b.short(12)
+                )))
             }
+            (Some(t), _) | (None, Some(t)) => return Ok(t),
+            (None, None) => {}
         }
-        let is_hex =
-            rev.len() >= 4 && rev.len() <= 64 && rev.chars().all(|c| c.is_ascii_hexdigit());
-        if !is_hex {
+        if !is_hex_prefix(rev) {
             return Err(unknown());
         }
         let lower = rev.to_ascii_lowercase();
@@ -128,13 +237,61 @@ impl Repo {
             if !visited.insert(id) {
                 continue;
             }
-            if let Ok(v) = self.version(&id).await {
-                stored.insert(id);
-                todo.extend(v.parents);
-            } else if let Some(t) = self.tombstone(&id).await? {
-                todo.extend(t.parents);
+            match self.version(&id).await {
+                Ok(v) => {
+                    stored.insert(id);
+                    todo.extend(v.parents);
+                }
+                // Gone: expired by gc (its tombstone names its parents) or
+                // replaced by an erasure.
+                Err(Error::Damaged { source, .. })
+                    if matches!(*source, tablepin_store::StoreError::NotFound { .. }) =>
+                {
+                    if let Some(t) = self.tombstone(&id).await? {
+                        todo.extend(t.parents);
+                    }
+                }
+                // Present but damaged: that is damage, not an unknown
+                // revision.
+                Err(e) => return Err(e),
             }
         }
         Ok(stored)
+    }
+}
+
+/// 4 to 64 hex digits: what a version id prefix can be.
+fn is_hex_prefix(rev: &str) -> bool {
+    rev.len() >= 4 && rev.len() <= 64 && rev.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// A time of a revision: RFC 3339, or a date alone (midnight UTC).
+fn parse_time(time: &str) -> Result<i64> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(time) {
+        return Ok(t.timestamp_millis());
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(time, "%Y-%m-%d") {
+        return Ok(d
+            .and_time(chrono::NaiveTime::MIN)
+            .and_utc()
+            .timestamp_millis());
+    }
+    Err(Error::InvalidArgument(format!(
+        "'{time}' is not an RFC 3339 time or a date; write 2010-11-30T00:00:00Z or 2010-11-30"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_time;
+
+    #[test]
+    fn a_date_alone_is_midnight_utc_and_equals_its_rfc3339_form() {
+        assert_eq!(
+            parse_time("2010-11-30").unwrap(),
+            parse_time("2010-11-30T00:00:00Z").unwrap()
+        );
+        assert!(parse_time("2010-13-30").is_err());
+        assert!(parse_time("yesterday").is_err());
     }
 }

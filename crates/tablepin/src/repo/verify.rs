@@ -53,6 +53,9 @@ pub struct VerifyReport {
     pub mb_per_s: f64,
     /// Every problem found, one sentence each. Empty: the repository is whole.
     pub problems: Vec<String>,
+    /// Temporary files that interrupted writes left (not damage: no version
+    /// names them; `gc` deletes them after its grace period).
+    pub leftovers: Vec<String>,
 }
 
 /// Bytes of blobs `verify` reads and hashes at once.
@@ -109,22 +112,42 @@ impl Repo {
             0.0
         };
 
-        // Refs and the versions they reach.
+        // The repository's documents: each is checked on its own, and
+        // every damaged one is named.
+        r.problems.extend(self.check_documents().await?);
+        r.leftovers = self
+            .store()
+            .leftovers()?
+            .into_iter()
+            .map(|l| l.path)
+            .collect();
+        // Refs (every entry of every log) and the versions they reach.
         let mut roots: Vec<(String, VersionId)> = Vec::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
             for name in self.store().ref_names(kind).await? {
                 r.refs += 1;
-                match self.store().ref_head(kind, &name).await {
-                    Ok(Some(e)) => roots
-                        .extend(e.target.map(|t| {
-                            (format!("{} '{name}'", kind.dir().trim_end_matches('s')), t)
-                        })),
-                    Ok(None) => {}
-                    Err(e) => r.problems.push(format!("ref {}/{name}: {e}", kind.dir())),
+                let entries = self.store().ref_log_checked(kind, &name).await?;
+                for (seq, path, entry) in &entries {
+                    match entry {
+                        Ok(e) if e.seq != *seq => r.problems.push(format!(
+                            "ref entry {path} says it is entry {}, not {seq}",
+                            e.seq
+                        )),
+                        Ok(_) => {}
+                        Err(e) => r.problems.push(format!("ref entry {e}")),
+                    }
+                }
+                if let Some((_, _, Ok(head))) = entries.last() {
+                    roots.extend(
+                        head.target
+                            .map(|t| (format!("{} '{name}'", super::kind_name(kind)), t)),
+                    );
                 }
             }
         }
-        let replaced = self.replacements().await?;
+        // A damaged audit record was named above; the others still map
+        // the versions they replaced.
+        let (replaced, _) = self.replacements_checked().await?;
         let mut seen = BTreeSet::new();
         let mut todo: Vec<(String, VersionId)> = roots;
         let mut snapshots_done: HashSet<ObjectId> = HashSet::new();
@@ -146,22 +169,28 @@ impl Repo {
                     }
                 },
                 Err(e) => {
-                    if let Some(new) = replaced.get(&id) {
-                        // An erasure replaced it; its replacement stands in.
-                        todo.push((format!("version {}", id.short(12)), *new));
-                    } else if matches!(self.tombstone(&id).await, Ok(Some(_))) {
-                        r.expired += 1;
-                        if let Ok(Some(t)) = self.tombstone(&id).await {
+                    let missing = matches!(e, StoreError::NotFound { .. });
+                    match self.tombstone(&id).await {
+                        // Expired by gc: its tombstone names its parents.
+                        Ok(Some(t)) if missing => {
+                            r.expired += 1;
                             todo.extend(
                                 t.parents
                                     .into_iter()
                                     .map(|p| (format!("version {}", id.short(12)), p)),
                             );
                         }
-                    } else {
-                        r.problems.push(format!(
-                            "version {id} (reached from {from}) is unreadable: {e}"
-                        ));
+                        // Named among the documents above.
+                        Err(_) => {}
+                        _ => match replaced.get(&id) {
+                            // An erasure replaced it; its replacement stands in.
+                            Some(new) if missing => {
+                                todo.push((format!("version {}", id.short(12)), *new));
+                            }
+                            _ => r.problems.push(format!(
+                                "version {id} (reached from {from}) is unreadable: {e}"
+                            )),
+                        },
                     }
                     continue;
                 }
@@ -210,6 +239,41 @@ impl Repo {
         progress.end();
         r.seconds = start.elapsed().as_secs_f64();
         Ok(r)
+    }
+
+    /// Reads the config, every tombstone and every audit record (finished
+    /// or pending) on its own, and names each that does not decode.
+    async fn check_documents(&self) -> Result<Vec<String>> {
+        let mut problems = Vec::new();
+        match self.store().get_doc(super::CONFIG).await {
+            Ok(Some(b)) => {
+                if let Err(e) = serde_json::from_slice::<super::RepoConfig>(&b) {
+                    problems.push(format!(
+                        "the repository's config {} is damaged: {e}",
+                        super::CONFIG
+                    ));
+                }
+            }
+            Ok(None) => problems.push(format!(
+                "the repository's config {} is missing",
+                super::CONFIG
+            )),
+            Err(e) => problems.push(format!("the repository's config: {e}")),
+        }
+        for path in self.store().list_docs("tombstones").await? {
+            let read = self.store().get_doc(&path).await;
+            let problem = match read {
+                Ok(Some(b)) => serde_json::from_slice::<tablepin_format::Tombstone>(&b)
+                    .err()
+                    .map(|e| format!("tombstone {path} is damaged: {e}")),
+                Ok(None) => None,
+                Err(e) => Some(format!("tombstone {path}: {e}")),
+            };
+            problems.extend(problem);
+        }
+        let (_, audit_problems) = self.replacements_checked().await?;
+        problems.extend(audit_problems);
+        Ok(problems)
     }
 
     /// Recomputes one snapshot's rows and content hash; the error is one

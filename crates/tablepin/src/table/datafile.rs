@@ -10,9 +10,9 @@
 
 use std::collections::HashSet;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use arrow::array::{new_null_array, ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use bytes::Bytes;
@@ -317,16 +317,18 @@ pub(crate) fn write_data_file(batch: &RecordBatch, props: &WriterProperties) -> 
         let mut jobs = Vec::new();
         for (field, col) in schema.fields().iter().zip(rows.columns()) {
             for leaf in compute_leaves(field, col).map_err(err)? {
-                let w = writers.next().ok_or_else(|| {
-                    Error::InvalidArgument("internal: fewer column writers than leaves".into())
-                })?;
+                let w = writers
+                    .next()
+                    .ok_or_else(|| Error::Internal("fewer column writers than leaves".into()))?;
                 jobs.push((Mutex::new(Some(w)), leaf));
             }
         }
         let chunks = par::map(&jobs, |(w, leaf)| {
-            let mut w = w.lock().ok().and_then(|mut w| w.take()).ok_or_else(|| {
-                Error::InvalidArgument("internal: a column writer was used twice".into())
-            })?;
+            let mut w = w
+                .lock()
+                .ok()
+                .and_then(|mut w| w.take())
+                .ok_or_else(|| Error::Internal("a column writer was used twice".into()))?;
             w.write(leaf).map_err(err)?;
             w.close().map_err(err)
         })?;
@@ -488,7 +490,7 @@ impl DataFile {
         let mut out = Vec::new();
         for batch in reader {
             let batch = batch.map_err(|e| bad(e.to_string()))?;
-            out.push(align(&batch, schema).map_err(&bad)?);
+            out.push(super::types::conform(&batch, schema).map_err(&bad)?);
         }
         Ok(out)
     }
@@ -577,34 +579,13 @@ pub(crate) fn read_data_file(
     DataFile::open(blob, bytes)?.read(schema, select)
 }
 
-/// Puts a batch's columns in `schema`'s order, adding null columns for
-/// fields the batch lacks.
-pub(crate) fn align(
-    batch: &RecordBatch,
-    schema: &SchemaRef,
-) -> std::result::Result<RecordBatch, String> {
-    if batch.schema().fields() == schema.fields() {
-        return Ok(batch.clone());
-    }
-    let cols: Vec<ArrayRef> = schema
-        .fields()
-        .iter()
-        .map(|f| match batch.column_by_name(f.name()) {
-            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
-            Some(c) => arrow::compute::cast(c, f.data_type()).map_err(|e| e.to_string()),
-            None => Ok(new_null_array(f.data_type(), batch.num_rows())),
-        })
-        .collect::<std::result::Result<_, _>>()?;
-    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    RecordBatch::try_new_with_options(Arc::clone(schema), cols, &options).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::table::first_ints;
     use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
 
     fn batch(n: i64) -> RecordBatch {
         RecordBatch::try_from_iter(vec![

@@ -15,6 +15,7 @@ pub(crate) mod keys;
 pub(crate) mod merge;
 pub(crate) mod par;
 pub(crate) mod plan;
+pub(crate) mod types;
 
 use std::sync::Arc;
 

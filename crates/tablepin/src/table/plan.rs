@@ -26,9 +26,10 @@ use tablepin_rowhash::{hash_rows, RowHashError};
 use tablepin_store::Store;
 
 use super::datafile::{
-    align, read_data_file, write_data_file, DataFile, PageIndex, Select, WriteSettings,
+    read_data_file, write_data_file, DataFile, PageIndex, Select, WriteSettings,
 };
 use super::keys::{self, KeyCodec, KeyRef, SortKeys};
+use super::types::{self, Fit};
 use super::{dv, schema_of};
 use crate::error::{Error, Result};
 
@@ -70,7 +71,7 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) batches: Vec<RecordBatch>,
     pub(crate) mode: Mode,
     pub(crate) key: Option<Vec<String>>,
-    pub(crate) allow_schema_change: bool,
+    pub(crate) rules: SchemaRules,
     pub(crate) settings: &'a WriteSettings,
 }
 
@@ -148,41 +149,86 @@ impl SortedBounds {
     }
 }
 
+/// How the input's columns may differ from the table's.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SchemaRules {
+    /// Accept any change (the table is rewritten; overwrite only).
+    pub(crate) allow_change: bool,
+    /// Cast input columns to the table's types when no value changes.
+    pub(crate) cast: bool,
+}
+
 /// The schema the table has after this commit, whether it moved, and
 /// whether the old files must be dropped (an incompatible change that
-/// `--allow-schema-change` accepted).
+/// `--allow-schema-change` accepted). Physical variants of the table's
+/// types and narrower numbers are read as the table's types, a wider
+/// number widens a column that is not a key, and a new nullable column is
+/// added, in any mode (see `types::Fit`).
 fn resolve_schema(
     table: &str,
     parent: Option<&Schema>,
     input: &Schema,
-    allow: bool,
+    rules: SchemaRules,
     mode: Mode,
+    key: &[String],
 ) -> Result<(SchemaRef, bool, bool)> {
     let Some(parent) = parent else {
         return Ok((Arc::new(Schema::new(input.fields().clone())), true, false));
     };
     let mut problem: Option<String> = None;
+    let mut hint = String::new();
     let mut fields: Vec<Field> = Vec::new();
     let mut moved = false;
     for pf in parent.fields() {
-        match input.field_with_name(pf.name()) {
-            Err(_) => {
-                problem.get_or_insert(format!("column '{}' is missing from the input", pf.name()));
+        let Ok(inf) = input.field_with_name(pf.name()) else {
+            problem.get_or_insert(format!("column '{}' is missing from the input", pf.name()));
+            continue;
+        };
+        let change = || {
+            format!(
+                "column '{}' would change type from {} to {}",
+                pf.name(),
+                pf.data_type(),
+                inf.data_type()
+            )
+        };
+        let is_key = key.iter().any(|k| k == pf.name());
+        let data_type = match types::fit(pf.data_type(), inf.data_type()) {
+            Fit::Same | Fit::Conform => pf.data_type().clone(),
+            Fit::Widen if !is_key => {
+                moved = true;
+                inf.data_type().clone()
             }
-            Ok(inf) if inf.data_type() != pf.data_type() => {
-                problem.get_or_insert(format!(
-                    "column '{}' would change type from {} to {}",
-                    pf.name(),
-                    pf.data_type(),
-                    inf.data_type()
-                ));
+            Fit::Widen | Fit::Cast if rules.cast => pf.data_type().clone(),
+            Fit::Widen | Fit::Cast => {
+                if problem.is_none() {
+                    let why = if is_key {
+                        " (a key column's type does not widen)"
+                    } else {
+                        ""
+                    };
+                    problem = Some(format!("{}{why}", change()));
+                    hint = format!(
+                        ", or --cast to read the input's '{}' as {} when no value changes",
+                        pf.name(),
+                        pf.data_type()
+                    );
+                }
+                continue;
             }
-            Ok(inf) => {
-                let nullable = pf.is_nullable() || inf.is_nullable();
-                moved |= nullable != pf.is_nullable();
-                fields.push(pf.as_ref().clone().with_nullable(nullable));
+            Fit::Change => {
+                problem.get_or_insert(change());
+                continue;
             }
-        }
+        };
+        let nullable = pf.is_nullable() || inf.is_nullable();
+        moved |= nullable != pf.is_nullable();
+        fields.push(
+            pf.as_ref()
+                .clone()
+                .with_nullable(nullable)
+                .with_data_type(data_type),
+        );
     }
     for inf in input.fields() {
         if parent.field_with_name(inf.name()).is_err() {
@@ -198,9 +244,10 @@ fn resolve_schema(
     }
     match problem {
         None => Ok((Arc::new(Schema::new(fields)), moved, false)),
-        Some(detail) if !allow => Err(Error::SchemaChange {
+        Some(detail) if !rules.allow_change => Err(Error::SchemaChange {
             table: table.to_string(),
             detail,
+            hint,
         }),
         Some(detail) if mode != Mode::Overwrite => Err(Error::InvalidArgument(format!(
             "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs --mode overwrite"
@@ -574,12 +621,12 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         table,
         parent.map(|s| &s.schema),
         &input.schema(),
-        p.allow_schema_change,
+        p.rules,
         p.mode,
+        &key,
     )?;
-    let input = align(&input, &schema).map_err(|message| Error::Input {
-        path: table.to_string(),
-        message,
+    let input = types::conform(&input, &schema).map_err(|message| {
+        Error::InvalidArgument(format!("the input of table '{table}': {message}"))
     })?;
     let key_idx = keys::key_indices(table, &schema, &key)?;
     let codec = if key.is_empty() {
@@ -746,10 +793,7 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             }
         }
         (Mode::Delete | Mode::Compact, Some(_)) => {
-            return Err(Error::InvalidArgument(format!(
-                "internal: {} planned twice",
-                p.mode.name()
-            )))
+            return Err(Error::Internal(format!("{} planned twice", p.mode.name())))
         }
     }
 
@@ -1125,7 +1169,10 @@ async fn plan_delete(
         .map_err(Error::arrow("reading keys"))?;
     let kschema = keys::key_schema(&schema, &key_idx);
     for (f_in, f_t) in in_keys.schema().fields().iter().zip(kschema.fields()) {
-        if f_in.data_type() != f_t.data_type() {
+        if !matches!(
+            types::fit(f_t.data_type(), f_in.data_type()),
+            Fit::Same | Fit::Conform
+        ) {
             return Err(Error::SchemaChange {
                 table: table.to_string(),
                 detail: format!(
@@ -1134,10 +1181,11 @@ async fn plan_delete(
                     f_in.data_type(),
                     f_t.data_type()
                 ),
+                hint: String::new(),
             });
         }
     }
-    let in_keys = align(&in_keys, &kschema).map_err(|message| Error::Input {
+    let in_keys = types::conform(&in_keys, &kschema).map_err(|message| Error::Input {
         path: table.to_string(),
         message,
     })?;
@@ -1337,10 +1385,61 @@ mod tests {
     }
 
     #[test]
+    fn physical_variants_conform_and_wider_numbers_widen_in_any_mode() {
+        let p = schema(&[
+            ("id", DataType::Int32, false),
+            ("s", DataType::Utf8, true),
+            ("x", DataType::Float32, true),
+        ]);
+        let i = schema(&[
+            ("id", DataType::Int32, false),
+            ("s", DataType::LargeUtf8, true),
+            ("x", DataType::Float64, true),
+        ]);
+        let key = ["id".to_string()];
+        let (s, moved, rewrite) =
+            resolve_schema("t", Some(&p), &i, NONE, Mode::Upsert, &key).unwrap();
+        assert!(moved && !rewrite);
+        assert_eq!(s.field(1).data_type(), &DataType::Utf8);
+        assert_eq!(s.field(2).data_type(), &DataType::Float64);
+        // A key column does not widen; --cast reads it as the table's type.
+        let wide_key = schema(&[("id", DataType::Int64, false)]);
+        let p = schema(&[("id", DataType::Int32, false)]);
+        let err = resolve_schema("t", Some(&p), &wide_key, NONE, Mode::Upsert, &key).unwrap_err();
+        assert!(err.to_string().contains("does not widen"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("or --cast to read the input's 'id' as Int32"),
+            "{err}"
+        );
+        let cast = SchemaRules { cast: true, ..NONE };
+        let (s, moved, _) =
+            resolve_schema("t", Some(&p), &wide_key, cast, Mode::Upsert, &key).unwrap();
+        assert!(!moved);
+        assert_eq!(s.field(0).data_type(), &DataType::Int32);
+        // Float64 for an Int64 column needs --cast.
+        let p = schema(&[("q", DataType::Int64, true)]);
+        let f = schema(&[("q", DataType::Float64, true)]);
+        let err = resolve_schema("t", Some(&p), &f, NONE, Mode::Append, &[]).unwrap_err();
+        assert!(err.to_string().contains("or --cast"), "{err}");
+        assert!(resolve_schema("t", Some(&p), &f, cast, Mode::Append, &[]).is_ok());
+    }
+
+    const NONE: SchemaRules = SchemaRules {
+        allow_change: false,
+        cast: false,
+    };
+    const ALLOW: SchemaRules = SchemaRules {
+        allow_change: true,
+        cast: false,
+    };
+
+    #[test]
     fn adding_a_nullable_column_is_allowed() {
         let p = schema(&[("a", DataType::Int64, false)]);
         let i = schema(&[("a", DataType::Int64, false), ("b", DataType::Utf8, true)]);
-        let (s, moved, rewrite) = resolve_schema("t", Some(&p), &i, false, Mode::Append).unwrap();
+        let (s, moved, rewrite) =
+            resolve_schema("t", Some(&p), &i, NONE, Mode::Append, &[]).unwrap();
         assert!(moved && !rewrite);
         assert_eq!(s.fields().len(), 2);
     }
@@ -1349,17 +1448,18 @@ mod tests {
     fn other_changes_are_refused_unless_allowed() {
         let p = schema(&[("a", DataType::Int64, false)]);
         let t = schema(&[("a", DataType::Utf8, false)]);
-        let err = resolve_schema("t", Some(&p), &t, false, Mode::Overwrite).unwrap_err();
+        let err = resolve_schema("t", Some(&p), &t, NONE, Mode::Overwrite, &[]).unwrap_err();
         assert!(
             err.to_string()
                 .contains("column 'a' would change type from Int64 to Utf8"),
             "{err}"
         );
-        let (_, moved, rewrite) = resolve_schema("t", Some(&p), &t, true, Mode::Overwrite).unwrap();
+        let (_, moved, rewrite) =
+            resolve_schema("t", Some(&p), &t, ALLOW, Mode::Overwrite, &[]).unwrap();
         assert!(moved && rewrite);
-        assert!(resolve_schema("t", Some(&p), &t, true, Mode::Append).is_err());
+        assert!(resolve_schema("t", Some(&p), &t, ALLOW, Mode::Append, &[]).is_err());
         let missing = schema(&[("z", DataType::Int64, true)]);
-        let err = resolve_schema("t", Some(&p), &missing, false, Mode::Overwrite).unwrap_err();
+        let err = resolve_schema("t", Some(&p), &missing, NONE, Mode::Overwrite, &[]).unwrap_err();
         assert!(err.to_string().contains("column 'a' is missing"), "{err}");
     }
 }

@@ -1,0 +1,818 @@
+//! Regression tests for ways a user lost data or was told something false
+//! (issue 20): each test is named after what it guards, and failed before
+//! its fix.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::Read;
+use std::process::Stdio;
+
+use common::{Project, SALES};
+
+fn json(r: &common::Run) -> serde_json::Value {
+    r.ok();
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+/// The full id of a revision.
+fn id_of(p: &Project, rev: &str) -> String {
+    json(&p.run(&["--json", "show", rev]))["version"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn blob_path(p: &Project, id: &str) -> std::path::PathBuf {
+    p.file(".tablepin")
+        .join("objects")
+        .join(&id[..2])
+        .join(&id[2..])
+}
+
+fn three_versions(p: &Project) {
+    let f = p.write("s.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id", "-m", "one"])
+        .ok();
+    let f = p.write("s.csv", "id,name,qty\n1,apple,4\n2,pear,5\n3,plum,7\n");
+    p.run(&["commit", "sales", &f, "-m", "two"]).ok();
+    let f = p.write("s.csv", "id,name,qty\n1,apple,4\n2,pear,5\n");
+    p.run(&["commit", "sales", &f, "-m", "three"]).ok();
+}
+
+#[test]
+fn a_closed_pipe_ends_every_printing_command_quietly() {
+    let p = Project::new();
+    let g = p.file("g.csv");
+    p.run(&["generate", "--rows", "5000", "-o", g.to_str().unwrap()])
+        .ok();
+    p.run(&["commit", "sales", g.to_str().unwrap(), "--key", "id"])
+        .ok();
+    for args in [
+        &["cat", "main", "sales", "--limit", "5000"][..],
+        &["--json", "cat", "main", "sales", "--limit", "5000"],
+        &["verify"],
+        &["show", "main"],
+        &["log"],
+    ] {
+        let mut child = p
+            .cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command writes a byte.
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn deleting_the_only_or_default_branch_needs_force_and_stays_restorable() {
+    let p = Project::new();
+    three_versions(&p);
+    p.fails_unchanged(
+        &["branch", "--delete", "main"],
+        4,
+        "'main' is the repository's only branch",
+    );
+    p.run(&["branch", "dev"]).ok();
+    p.fails_unchanged(
+        &["branch", "--delete", "main"],
+        4,
+        "'main' is the branch commits go to by default",
+    );
+    let head = id_of(&p, "main");
+    let d = p.run(&["branch", "--delete", "main", "--force"]);
+    d.ok();
+    assert!(
+        d.stdout.contains("tablepin branch --restore main"),
+        "{}",
+        d.stdout
+    );
+    let listed = json(&p.run(&["--json", "branch", "--deleted"]));
+    assert_eq!(listed[0]["name"], "main");
+    assert_eq!(listed[0]["target"], head.as_str());
+    // gc within the grace period keeps what the deleted branch held.
+    p.run(&["gc", "--keep-last", "1"]).ok();
+    p.run(&["branch", "--restore", "main"]).ok();
+    assert_eq!(id_of(&p, "main"), head);
+    let log = json(&p.run(&["--json", "log"]));
+    assert_eq!(log.as_array().unwrap().len(), 3, "{log}");
+    p.run(&["verify"]).ok();
+    p.fails_unchanged(&["branch", "--restore", "main"], 4, "exists already");
+    p.fails_unchanged(&["branch", "--restore", "nosuch"], 3, "does not exist");
+}
+
+#[test]
+fn a_deleted_tag_is_restorable_and_a_tag_cannot_take_a_branch_name() {
+    let p = Project::new();
+    three_versions(&p);
+    p.run(&["tag", "v1", "main~2"]).ok();
+    let v1 = id_of(&p, "v1");
+    p.run(&["tag", "--delete", "v1"]).ok();
+    p.run(&["tag", "--restore", "v1"]).ok();
+    assert_eq!(id_of(&p, "v1"), v1);
+    p.fails_unchanged(
+        &["tag", "main", "main~1"],
+        4,
+        "branch 'main' exists already",
+    );
+    p.fails_unchanged(&["branch", "v1"], 4, "tag 'v1' exists already");
+}
+
+#[test]
+fn a_typo_in_branch_is_refused_naming_the_branches_and_the_closest() {
+    let p = Project::new();
+    three_versions(&p);
+    let f = p.write("w.csv", "id,name,qty\n9,fig,1\n");
+    p.fails_unchanged(
+        &[
+            "commit", "sales", &f, "--mode", "append", "--branch", "mian",
+        ],
+        3,
+        "branch 'mian' does not exist (branches: main); did you mean 'main'?",
+    );
+    // --create-branch starts at main's head, as `tablepin branch` would.
+    let c = json(&p.run(&[
+        "--json",
+        "commit",
+        "sales",
+        &f,
+        "--mode",
+        "append",
+        "--branch",
+        "dev",
+        "--create-branch",
+    ]));
+    assert_eq!(c["parent"], id_of(&p, "main").as_str());
+    assert_eq!(c["rows"], 3);
+    // A fresh repository's first commit may go to any branch.
+    let q = Project::new();
+    let f = q.write("s.csv", SALES);
+    q.run(&["commit", "sales", &f, "--branch", "first"]).ok();
+}
+
+#[test]
+fn duplicate_column_names_are_refused_in_every_input_format() {
+    let p = Project::new();
+    let f = p.write("dup.csv", "id,a,a\n1,2,3\n");
+    p.fails_unchanged(
+        &["commit", "t", &f, "--key", "id"],
+        2,
+        "has two columns named 'a' (columns 2 and 3)",
+    );
+    // The same through Arrow IPC.
+    use arrow::array::{ArrayRef, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("a", DataType::Int64, false),
+        Field::new("a", DataType::Int64, false),
+    ]));
+    let col = |v: i64| Arc::new(Int64Array::from(vec![v])) as ArrayRef;
+    let batch =
+        arrow::array::RecordBatch::try_new(schema.clone(), vec![col(1), col(2), col(3)]).unwrap();
+    let path = p.file("dup.arrow");
+    {
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema).unwrap();
+        w.write(&batch).unwrap();
+        w.finish().unwrap();
+    }
+    p.fails_unchanged(
+        &["commit", "t", path.to_str().unwrap(), "--key", "id"],
+        2,
+        "has two columns named 'a'",
+    );
+}
+
+#[test]
+fn a_header_only_csv_is_refused_for_a_new_table_and_empties_an_existing_one_plainly() {
+    let p = Project::new();
+    let empty = p.write("empty.csv", "id,name,qty\n");
+    p.fails_unchanged(
+        &["commit", "sales", &empty, "--key", "id"],
+        2,
+        "has a header but no rows, and table 'sales' does not exist yet on 'main'",
+    );
+    let f = p.write("s.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+    let wrong = p.write("wrong.csv", "id,nom,qty\n");
+    p.fails_unchanged(
+        &["commit", "sales", &wrong],
+        2,
+        "are not the table's (id, name, qty)",
+    );
+    let r = p.run(&["--json", "commit", "sales", &empty]);
+    let c = json(&r);
+    assert_eq!(c["rows"], 0);
+    assert_eq!(c["change"]["rows_deleted"], 3);
+    assert!(
+        r.stderr
+            .contains("has no rows, so this overwrite deleted all 3 rows of 'sales'"),
+        "{}",
+        r.stderr
+    );
+    // The schema stays the table's: the next real commit needs no flag.
+    p.run(&["commit", "sales", &f]).ok();
+    p.run(&["verify"]).ok();
+}
+
+#[test]
+fn tsv_files_split_on_tabs_and_delimiter_is_taken() {
+    let p = Project::new();
+    let f = p.write("s.tsv", "id\tname\n1\tapple\n2\tpear\n");
+    let c = json(&p.run(&["--json", "commit", "t", &f, "--key", "id"]));
+    assert_eq!(c["rows"], 2);
+    let show = json(&p.run(&["--json", "show"]));
+    let cols: Vec<_> = show["tables"][0]["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(cols, ["id", "name"]);
+    let f = p.write("s.txt.csv", "id;name\n3;plum\n");
+    p.run(&["commit", "u", &f, "--key", "id", "--delimiter", ";"])
+        .ok();
+    p.fails_unchanged(
+        &["commit", "u", &f, "--delimiter", ";;"],
+        2,
+        "--delimiter takes one character",
+    );
+}
+
+#[test]
+fn a_damaged_version_record_is_damage_not_an_unknown_revision() {
+    let p = Project::new();
+    three_versions(&p);
+    let middle = id_of(&p, "main~1");
+    let first = id_of(&p, "main~2");
+    let path = blob_path(&p, &middle);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[10] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    for rev in [&middle[..10], &first[..10]] {
+        let r = p.run(&["cat", rev, "sales"]);
+        r.fails(5, &format!("version {}", middle));
+    }
+    // A full id, and a path through the damaged version, the same.
+    p.fails_unchanged(&["tag", "t0", &first], 5, &middle);
+    p.run(&["cat", "main~1", "sales"]).fails(5, &middle);
+}
+
+#[test]
+fn damaged_documents_are_damage_exit_5_naming_the_file() {
+    let p = Project::new();
+    three_versions(&p);
+    let entry = p.file(".tablepin").join("refs/branches/main/00000003");
+    std::fs::write(&entry, b"{\"format\": 2, \"seq\"").unwrap();
+    let r = p.run(&["log"]);
+    r.fails(5, "refs/branches/main/00000003 is damaged");
+    // The cause is said once.
+    assert_eq!(
+        r.stderr.matches("EOF while parsing").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn gc_refuses_in_the_plan_too_when_a_kept_blob_is_missing_or_empty() {
+    for damage in ["delete", "empty"] {
+        let p = Project::new();
+        three_versions(&p);
+        let show = json(&p.run(&["--json", "show", "main"]));
+        let data = show["tables"][0]["files"][0]["data"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let path = blob_path(&p, &data);
+        match damage {
+            "delete" => std::fs::remove_file(&path).unwrap(),
+            _ => std::fs::write(&path, b"").unwrap(),
+        }
+        let want = if damage == "delete" {
+            "is missing".to_string()
+        } else {
+            "has 0 bytes where its snapshot records".to_string()
+        };
+        for args in [
+            &["gc", "--keep-last", "1", "--grace", "0s", "--dry-run"][..],
+            &["gc", "--keep-last", "1", "--grace", "0s"],
+        ] {
+            let r = p.fails_unchanged(args, 5, "gc changed nothing: data file");
+            assert!(r.stderr.contains(&want), "{damage}: {}", r.stderr);
+            assert!(r.stderr.contains(&data[..12]), "{}", r.stderr);
+        }
+    }
+}
+
+#[test]
+fn eight_writers_taking_turns_all_land() {
+    let p = Project::new();
+    let f = p.write("s.csv", "id,w,i\n-1,-1,-1\n");
+    p.run(&["commit", "t", &f, "--key", "id"]).ok();
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let dir = p.path().to_path_buf();
+            let bin = env!("CARGO_BIN_EXE_tablepin");
+            std::thread::spawn(move || {
+                let mut failed = Vec::new();
+                for i in 0..25 {
+                    let f = dir.join(format!("w{w}-{i}.csv"));
+                    std::fs::write(&f, format!("id,w,i\n{},{w},{i}\n", w * 1000 + i)).unwrap();
+                    let out = std::process::Command::new(bin)
+                        .args(["commit", "t", f.to_str().unwrap(), "--mode", "append"])
+                        .current_dir(&dir)
+                        .env_remove("TABLEPIN_REPO")
+                        .env_remove("TABLEPIN_FAULT_AFTER_WRITES")
+                        .output()
+                        .unwrap();
+                    if !out.status.success() {
+                        failed.push(String::from_utf8_lossy(&out.stderr).into_owned());
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let failed: Vec<String> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    let log = json(&p.run(&["--json", "log"]));
+    assert_eq!(log.as_array().unwrap().len(), 201);
+    let show = json(&p.run(&["--json", "show"]));
+    assert_eq!(show["tables"][0]["rows"], 201);
+    p.run(&["verify"]).ok();
+}
+
+#[test]
+fn messages_say_each_thing_once_and_plainly() {
+    let p = Project::new();
+    let f = p.write("s.csv", SALES);
+    p.run(&["commit", "plain", &f]).ok();
+    p.fails_unchanged(
+        &["commit", "plain", &f, "--key", "id"],
+        2,
+        "table 'plain' has no key (it was first committed without --key), so --key id does not apply to it; omit --key",
+    );
+    p.fails_unchanged(
+        &["commit", "plain", &f, "--mode", "upsert"],
+        2,
+        "commit the whole table with --mode overwrite, or add rows with --mode append",
+    );
+    let r = p.fails_unchanged(
+        &["erase", "plain", "--where", "id = ", "--reason", "r"],
+        2,
+        "SQL syntax error: Expected: an expression",
+    );
+    assert!(!r.stderr.contains("ParserError"), "{}", r.stderr);
+    p.fails_unchanged(
+        &["erase", "nope", "--where", "id = 1", "--reason", "r"],
+        3,
+        "the branch heads have no table 'nope' (tables: plain)",
+    );
+    for cmd in ["restore", "merge"] {
+        let r = p.fails_unchanged(&[cmd], 2, &format!("'{cmd}' is not a tablepin command"));
+        assert!(!r.stderr.contains("erase"), "{}", r.stderr);
+    }
+    p.fails_unchanged(&["log", "--bogus"], 2, "--bogus");
+}
+
+#[test]
+fn errors_are_json_on_stderr_under_json() {
+    let p = Project::new();
+    let r = p.run(&["--json", "cat", "nosuch", "t"]);
+    assert_eq!(r.code, Some(3));
+    let v: serde_json::Value = serde_json::from_str(r.stderr.trim()).unwrap();
+    assert_eq!(v["exit_code"], 3);
+    assert_eq!(v["kind"], "not_found");
+    assert!(v["error"]
+        .as_str()
+        .unwrap()
+        .contains("unknown revision 'nosuch'"));
+    let r = p.run(&["--json", "frobnicate"]);
+    assert_eq!(r.code, Some(2));
+    let v: serde_json::Value = serde_json::from_str(r.stderr.trim()).unwrap();
+    assert_eq!(v["kind"], "bad_input");
+}
+
+#[test]
+fn head_and_a_date_alone_are_revisions() {
+    let p = Project::new();
+    three_versions(&p);
+    assert_eq!(id_of(&p, "HEAD"), id_of(&p, "main"));
+    assert_eq!(id_of(&p, "HEAD~1"), id_of(&p, "main~1"));
+    // Tomorrow's date names today's head; a date before the first commit
+    // names nothing.
+    let tomorrow = (chrono::Utc::now() + chrono::Duration::days(1))
+        .format("%Y-%m-%d")
+        .to_string();
+    assert_eq!(id_of(&p, &format!("@{tomorrow}")), id_of(&p, "main"));
+    p.fails_unchanged(
+        &["show", "@2001-01-01"],
+        2,
+        "named no version at 2001-01-01",
+    );
+}
+
+#[test]
+fn log_takes_a_branch_a_count_and_a_table_and_names_each_change() {
+    let p = Project::new();
+    three_versions(&p);
+    let f = p.write("o.csv", "k\n1\n");
+    p.run(&["commit", "other", &f, "-m", "other"]).ok();
+    let all = p.run(&["log", "main"]);
+    all.ok();
+    assert_eq!(all.stdout.lines().count(), 4);
+    assert!(
+        all.stdout
+            .lines()
+            .next()
+            .unwrap()
+            .contains("other +1 ~0 -0"),
+        "{}",
+        all.stdout
+    );
+    assert!(all.stdout.contains("sales +0 ~0 -1"), "{}", all.stdout);
+    let two = json(&p.run(&["--json", "log", "-n", "2"]));
+    assert_eq!(two.as_array().unwrap().len(), 2);
+    let sales = json(&p.run(&["--json", "log", "--table", "sales"]));
+    assert_eq!(sales.as_array().unwrap().len(), 3);
+    assert_eq!(sales[0]["message"], "three");
+    p.fails_unchanged(&["log", "nosuch"], 3, "branch 'nosuch' does not exist");
+}
+
+fn write_ipc(p: &Project, name: &str, cols: Vec<(&str, arrow::array::ArrayRef)>) -> String {
+    let batch = arrow::array::RecordBatch::try_from_iter(cols).unwrap();
+    let path = p.file(name);
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = arrow::ipc::writer::FileWriter::try_new(file, &batch.schema()).unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn physical_variants_of_the_table_types_commit_as_the_same_rows() {
+    use arrow::array::{
+        ArrayRef, Float64Array, Int32Array, Int64Array, LargeStringArray, TimestampMicrosecondArray,
+    };
+    use std::sync::Arc;
+    let p = Project::new();
+    let f = p.write(
+        "s.csv",
+        "id,name,sold_at,qty\n1,apple,2009-12-01 07:45:00,3\n2,pear,2010-12-01 09:00:00,5\n",
+    );
+    let first = json(&p.run(&["--json", "commit", "sales", &f, "--key", "id"]));
+    let secs = [1_259_653_500i64, 1_291_194_000];
+    // pyarrow-like: 64-bit offsets for text, microseconds, and `qty` as given.
+    let sales = |name: &str, qty: ArrayRef| {
+        write_ipc(
+            &p,
+            name,
+            vec![
+                ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+                (
+                    "name",
+                    Arc::new(LargeStringArray::from(vec!["apple", "pear"])),
+                ),
+                (
+                    "sold_at",
+                    Arc::new(TimestampMicrosecondArray::from(
+                        secs.iter().map(|s| s * 1_000_000).collect::<Vec<_>>(),
+                    )),
+                ),
+                ("qty", qty),
+            ],
+        )
+    };
+    let ipc = sales("s.arrow", Arc::new(Int32Array::from(vec![3, 5])));
+    let again = json(&p.run(&["--json", "commit", "sales", &ipc]));
+    assert_eq!(again["change"]["bytes_new"], 0, "{again}");
+    assert_eq!(again["content_hash"], first["content_hash"]);
+    assert_eq!(again["change"]["checks"]["schema"], false, "{again}");
+    // A float column for an integer one: only with --cast, and only when
+    // no value changes.
+    let float = |q: Vec<f64>| sales("f.arrow", Arc::new(Float64Array::from(q)));
+    let f = float(vec![3.0, 5.0]);
+    p.fails_unchanged(
+        &["commit", "sales", &f],
+        2,
+        "or --cast to read the input's 'qty' as Int64 when no value changes",
+    );
+    let cast = json(&p.run(&["--json", "commit", "sales", &f, "--cast"]));
+    assert_eq!(cast["change"]["bytes_new"], 0);
+    let f = float(vec![3.0, 5.5]);
+    p.fails_unchanged(
+        &["commit", "sales", &f, "--cast"],
+        2,
+        "column 'qty' cannot become Int64 without changing a value: row 1 holds 5.5",
+    );
+    // A sub-second timestamp cannot become the table's seconds.
+    let fine = write_ipc(
+        &p,
+        "t.arrow",
+        vec![
+            ("id", Arc::new(Int64Array::from(vec![3])) as ArrayRef),
+            ("name", Arc::new(LargeStringArray::from(vec!["fig"]))),
+            (
+                "sold_at",
+                Arc::new(TimestampMicrosecondArray::from(vec![1_291_194_000_000_001])),
+            ),
+            ("qty", Arc::new(Int32Array::from(vec![1]))),
+        ],
+    );
+    p.fails_unchanged(
+        &["commit", "sales", &fine, "--mode", "append"],
+        2,
+        "column 'sold_at' cannot become Timestamp(s)",
+    );
+    p.run(&["verify"]).ok();
+}
+
+#[test]
+fn a_wider_number_widens_the_column_in_any_mode_and_keeps_the_hashes() {
+    use arrow::array::{ArrayRef, Float32Array, Float64Array, Int64Array};
+    use std::sync::Arc;
+    let p = Project::new();
+    let narrow = write_ipc(
+        &p,
+        "n.arrow",
+        vec![
+            ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            ("x", Arc::new(Float32Array::from(vec![1.5]))),
+        ],
+    );
+    let first = json(&p.run(&["--json", "commit", "t", &narrow, "--key", "id"]));
+    let wide = write_ipc(
+        &p,
+        "w.arrow",
+        vec![
+            ("id", Arc::new(Int64Array::from(vec![2])) as ArrayRef),
+            ("x", Arc::new(Float64Array::from(vec![2.25]))),
+        ],
+    );
+    let c = json(&p.run(&["--json", "commit", "t", &wide, "--mode", "append"]));
+    assert_eq!(c["change"]["checks"]["schema"], true, "{c}");
+    let show = json(&p.run(&["--json", "show"]));
+    assert_eq!(show["tables"][0]["schema"][1]["type"], "Float64");
+    // The old row's hash did not move: removing the new row gives the
+    // first version's content hash back.
+    let gone = p.write("gone.csv", "id\n2\n");
+    let d = json(&p.run(&["--json", "commit", "t", &gone, "--mode", "delete"]));
+    assert_eq!(d["content_hash"], first["content_hash"]);
+    p.run(&["verify"]).ok();
+}
+
+#[test]
+fn an_erased_version_id_still_answers_and_a_tag_keeps_its_message() {
+    let p = Project::new();
+    let f = p.write("s.csv", "id,Customer_ID,qty\n1,17388.0,2\n2,12000.0,3\n");
+    p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+    p.run(&["tag", "trained", "-m", "model A"]).ok();
+    let old = id_of(&p, "trained");
+    p.run(&[
+        "erase",
+        "sales",
+        "--where",
+        "Customer_ID = 17388",
+        "--reason",
+        "GDPR 1",
+    ])
+    .ok();
+    let new = id_of(&p, "trained");
+    assert_ne!(old, new);
+    let show = p.run(&["show", &old[..12]]);
+    show.ok();
+    assert!(
+        show.stdout
+            .contains(&format!("was replaced by {}", &new[..12])),
+        "{}",
+        show.stdout
+    );
+    assert!(show.stdout.contains("erasure 1"), "{}", show.stdout);
+    let cat = p.run(&["--json", "cat", &old[..12], "sales"]);
+    let rows = json(&cat);
+    assert_eq!(rows["version"], new.as_str());
+    assert_eq!(rows["total_rows"], 1);
+    assert!(cat.stderr.starts_with("note: version"), "{}", cat.stderr);
+    let tags = json(&p.run(&["--json", "tag", "--list"]));
+    assert_eq!(tags[0]["message"], "model A");
+    assert_eq!(tags[0]["note"], "erase: GDPR 1");
+}
+
+/// Every ref-log entry an erasure wrote, as (ref, version it moved to).
+fn erase_entries(p: &Project) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for kind in ["branches", "tags"] {
+        let dir = p.file(".tablepin").join("refs").join(kind);
+        let Ok(refs) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for r in refs.flatten() {
+            for e in std::fs::read_dir(r.path()).unwrap().flatten() {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
+                if v["message"].as_str().unwrap_or("").starts_with("erase: ") {
+                    out.push((
+                        format!("{kind}/{}", r.file_name().to_string_lossy()),
+                        v["target"].as_str().unwrap().to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn erasures_racing_commits_and_gc_leave_a_whole_repository_and_a_true_audit() {
+    for round in 0..5 {
+        let p = Project::new();
+        let mut csv = String::from("id,Customer_ID,qty\n");
+        for i in 0..40 {
+            csv.push_str(&format!("{i},{}.0,{i}\n", 17380 + i % 5));
+        }
+        let f = p.write("base.csv", &csv);
+        p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+        p.run(&["tag", "trained"]).ok();
+        let dir = p.path().to_path_buf();
+        let bin = env!("CARGO_BIN_EXE_tablepin");
+        let run = move |dir: &std::path::Path, args: Vec<String>| {
+            std::process::Command::new(bin)
+                .args(&args)
+                .current_dir(dir)
+                .env_remove("TABLEPIN_REPO")
+                .env_remove("TABLEPIN_FAULT_AFTER_WRITES")
+                .output()
+                .unwrap()
+        };
+        let mut jobs = Vec::new();
+        for w in 0..4 {
+            let dir = dir.clone();
+            jobs.push(std::thread::spawn(move || {
+                let mut failed = Vec::new();
+                for i in 0..8 {
+                    let id = 1000 + w * 100 + i;
+                    let f = dir.join(format!("w{w}.csv"));
+                    std::fs::write(
+                        &f,
+                        format!("id,Customer_ID,qty\n{id},{}.0,1\n", 17380 + id % 5),
+                    )
+                    .unwrap();
+                    let out = run(
+                        &dir,
+                        vec![
+                            "commit".into(),
+                            "sales".into(),
+                            f.to_string_lossy().into_owned(),
+                            "--mode".into(),
+                            "append".into(),
+                        ],
+                    );
+                    if !out.status.success() {
+                        failed.push(format!("commit: {}", String::from_utf8_lossy(&out.stderr)));
+                    }
+                }
+                failed
+            }));
+        }
+        {
+            let dir = dir.clone();
+            jobs.push(std::thread::spawn(move || {
+                let mut failed = Vec::new();
+                for _ in 0..5 {
+                    let out = run(&dir, vec!["gc".into(), "--keep-last".into(), "3".into()]);
+                    if !out.status.success() {
+                        failed.push(format!("gc: {}", String::from_utf8_lossy(&out.stderr)));
+                    }
+                }
+                failed
+            }));
+        }
+        for c in [17381, 17382] {
+            let dir = dir.clone();
+            jobs.push(std::thread::spawn(move || {
+                let out = run(
+                    &dir,
+                    vec![
+                        "erase".into(),
+                        "sales".into(),
+                        "--where".into(),
+                        format!("Customer_ID = {c}"),
+                        "--reason".into(),
+                        format!("request {c}"),
+                    ],
+                );
+                if out.status.success() {
+                    Vec::new()
+                } else {
+                    vec![format!("erase: {}", String::from_utf8_lossy(&out.stderr))]
+                }
+            }));
+        }
+        let failed: Vec<String> = jobs.into_iter().flat_map(|j| j.join().unwrap()).collect();
+        assert!(failed.is_empty(), "round {round}: {failed:?}");
+        p.run(&["gc", "--keep-last", "3"]).ok();
+        p.run(&["log"]).ok();
+        let v = p.run(&["verify", "--erased"]);
+        assert_eq!(v.code, Some(0), "round {round}: {}", v.stdout);
+        // The audit lists exactly the moves the ref logs show.
+        let audit = json(&p.run(&["--json", "audit"]));
+        let mut moved: Vec<(String, String)> = audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["moved_refs"].as_array().unwrap().clone())
+            .map(|m| {
+                let kind = if m["kind"] == "Tag" || m["kind"] == "tag" {
+                    "tags"
+                } else {
+                    "branches"
+                };
+                (
+                    format!("{kind}/{}", m["name"].as_str().unwrap()),
+                    m["new"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        moved.sort();
+        assert_eq!(moved, erase_entries(&p), "round {round}: {audit}");
+        assert_eq!(audit.as_array().unwrap().len(), 2, "round {round}");
+        // Every acknowledged row is there, but the erased customers' rows
+        // that existed when the erasures ran (appends after them may add
+        // new ones).
+        let rows = json(&p.run(&["--json", "cat", "main", "sales", "--limit", "1000"]));
+        let ids: std::collections::BTreeSet<i64> = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        for id in (0..40).chain((0..4).flat_map(|w| (0..8).map(move |i| 1000 + w * 100 + i))) {
+            let erased = matches!(id % 5, 1 | 2);
+            assert!(ids.contains(&id) || erased, "round {round}: row {id} lost");
+            if id < 40 && erased {
+                assert!(!ids.contains(&id), "round {round}: erased row {id} is back");
+            }
+        }
+    }
+}
+
+#[test]
+fn json_gives_times_as_rfc3339_and_null_for_what_is_not_there() {
+    let p = Project::new();
+    three_versions(&p);
+    p.run(&["tag", "t1"]).ok();
+    let log = json(&p.run(&["--json", "log", "-n", "1"]));
+    let t = log[0]["time"].as_str().unwrap();
+    assert!(chrono::DateTime::parse_from_rfc3339(t).is_ok(), "{t}");
+    assert!(log[0].get("time_ms").is_none(), "{log}");
+    assert!(log[0]["replaces"].is_null(), "{log}");
+    let show = json(&p.run(&["--json", "show"]));
+    let file = &show["tables"][0]["files"][0];
+    assert!(
+        file["deletes"].is_null() && file.get("deletes").is_some(),
+        "{file}"
+    );
+    assert!(show["replaced"].is_null());
+    let tags = json(&p.run(&["--json", "tag", "--list"]));
+    assert!(
+        tags[0]["note"].is_null() && tags[0].get("note").is_some(),
+        "{tags}"
+    );
+    assert!(chrono::DateTime::parse_from_rfc3339(tags[0]["time"].as_str().unwrap()).is_ok());
+    let g = p.file("g.csv");
+    let gen = json(&p.run(&[
+        "--json",
+        "generate",
+        "--rows",
+        "3",
+        "-o",
+        g.to_str().unwrap(),
+    ]));
+    assert_eq!(gen["rows"], 3);
+}

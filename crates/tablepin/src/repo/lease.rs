@@ -1,0 +1,200 @@
+//! Garbage collection and erasure take turns.
+//!
+//! gc deletes the blobs that no kept version reaches. An erasure writes
+//! replacement versions that reach old, shared data files, and they become
+//! reachable only when it moves the refs onto them: a gc sweeping in
+//! between could delete a file a replacement needs, and an erasure
+//! deleting old versions could pull files from under a gc's plan. A commit
+//! does not have this problem, because it freshens (writes again) every
+//! blob it reuses, so a concurrent gc spares it as young; an erasure cannot
+//! afford that (it would write every file of every version again).
+//!
+//! So each gc and erasure run holds a lease while it plans and while it
+//! applies: a document `locks/<kind>-<random>.json`, created put-if-absent.
+//! After creating its own, a run looks for anyone else's; if it finds one,
+//! it deletes its own, waits a random, growing pause, and tries again
+//! until its deadline. Two runs that start together may both step back;
+//! never do both go on, because each created its lease before it looked.
+//!
+//! A lease whose process is gone (same host, no such process) or that is
+//! older than [`LEASE_TTL_MS`] belonged to a run that crashed; it is
+//! ignored, and removed by the next run that finds it.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{now_ms, retry_pause, Repo};
+use crate::error::{Error, Result};
+
+/// A lease older than this is a crashed run's, wherever it ran.
+pub(crate) const LEASE_TTL_MS: i64 = 3_600_000;
+
+/// How long a run waits for another's lease to go.
+pub(crate) const LEASE_WAIT: Duration = Duration::from_secs(60);
+
+/// What holds a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseKind {
+    /// A garbage collection.
+    Gc,
+    /// An erasure.
+    Erase,
+}
+
+impl LeaseKind {
+    fn name(self) -> &'static str {
+        match self {
+            LeaseKind::Gc => "gc",
+            LeaseKind::Erase => "erase",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LeaseDoc {
+    kind: String,
+    time_ms: i64,
+    host: String,
+    pid: u32,
+}
+
+/// A held lease; [`Lease::release`] gives it back.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    path: String,
+}
+
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default()
+}
+
+/// The lease's holder is certainly gone: a process of this host that no
+/// longer runs, or a lease past its time.
+fn stale(doc: &LeaseDoc, now: i64, this_host: &str) -> bool {
+    if now - doc.time_ms > LEASE_TTL_MS {
+        return true;
+    }
+    let proc_root = std::path::Path::new("/proc");
+    !doc.host.is_empty()
+        && doc.host == this_host
+        && proc_root.join("self").exists()
+        && !proc_root.join(doc.pid.to_string()).exists()
+}
+
+impl Repo {
+    /// Takes the lease for a gc or an erasure, waiting up to
+    /// [`LEASE_WAIT`] for another run's to go.
+    pub(crate) async fn take_lease(&self, kind: LeaseKind) -> Result<Lease> {
+        let started = Instant::now();
+        let this_host = host();
+        let mut attempt = 0u32;
+        loop {
+            let doc = LeaseDoc {
+                kind: kind.name().into(),
+                time_ms: now_ms(),
+                host: this_host.clone(),
+                pid: std::process::id(),
+            };
+            let path = format!("locks/{}-{:016x}.json", kind.name(), rand::random::<u64>());
+            let bytes = serde_json::to_vec(&doc)
+                .map_err(|e| Error::Internal(format!("encoding a lease: {e}")))?;
+            self.store().create_doc(&path, Bytes::from(bytes)).await?;
+            let other = self.other_lease(&path, &this_host).await;
+            let other = match other {
+                Ok(o) => o,
+                Err(e) => {
+                    self.store().delete_doc(&path).await?;
+                    return Err(e);
+                }
+            };
+            let Some((other_path, other_doc)) = other else {
+                return Ok(Lease { path });
+            };
+            self.store().delete_doc(&path).await?;
+            if started.elapsed() >= LEASE_WAIT {
+                return Err(Error::Busy {
+                    what: format!(
+                        "{} started at {} by process {} on '{}' ({other_path})",
+                        if other_doc.kind == "gc" {
+                            "a garbage collection"
+                        } else {
+                            "an erasure"
+                        },
+                        chrono::DateTime::from_timestamp_millis(other_doc.time_ms)
+                            .map(|t| t.to_rfc3339())
+                            .unwrap_or_default(),
+                        other_doc.pid,
+                        other_doc.host
+                    ),
+                    waited_s: started.elapsed().as_secs(),
+                });
+            }
+            attempt += 1;
+            tokio::time::sleep(retry_pause(attempt)).await;
+        }
+    }
+
+    /// A live lease other than `own`, if any; stale ones are removed.
+    async fn other_lease(&self, own: &str, this_host: &str) -> Result<Option<(String, LeaseDoc)>> {
+        let now = now_ms();
+        for path in self.store().list_docs("locks").await? {
+            if path == own || !path.ends_with(".json") {
+                continue;
+            }
+            let Some(bytes) = self.store().get_doc(&path).await? else {
+                continue; // released meanwhile
+            };
+            match serde_json::from_slice::<LeaseDoc>(&bytes) {
+                Ok(doc) if !stale(&doc, now, this_host) => return Ok(Some((path, doc))),
+                // A crashed run's lease, or a lease file a crash left
+                // half-written: nobody holds it.
+                _ => self.store().delete_doc(&path).await?,
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Lease {
+    /// Gives the lease back. A lease that cannot be deleted is left for
+    /// the next run to find stale (its process will have ended), so this
+    /// never fails the work done under it.
+    pub(crate) async fn release(self, repo: &Repo) {
+        let _ = repo.store().delete_doc(&self.path).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_stale_past_its_time_or_when_its_process_is_gone() {
+        let now = 10 * LEASE_TTL_MS;
+        let me = LeaseDoc {
+            kind: "gc".into(),
+            time_ms: now,
+            host: "h".into(),
+            pid: std::process::id(),
+        };
+        assert!(!stale(&me, now, "h"));
+        let old = LeaseDoc {
+            time_ms: now - LEASE_TTL_MS - 1,
+            ..me.clone()
+        };
+        assert!(stale(&old, now, "h"));
+        // No process has pid u32::MAX on Linux.
+        let gone = LeaseDoc {
+            pid: u32::MAX,
+            ..me.clone()
+        };
+        assert!(stale(&gone, now, "h"));
+        // Another host's process cannot be checked from here.
+        assert!(!stale(&gone, now, "other"));
+    }
+}
