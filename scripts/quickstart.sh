@@ -8,6 +8,15 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tablepin-target}"
 # share one set of compiled dependencies.
 cargo build --release --workspace --tests --locked --manifest-path "$root/Cargo.toml"
 tp="$CARGO_TARGET_DIR/release/tablepin"
+# Put `tablepin` on PATH as `cargo install` would: a link in cargo's own bin
+# folder (on PATH wherever rustup installed Rust).
+bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if [ -d "$bin" ]; then
+  ln -sf "$tp" "$bin/tablepin"
+  echo "tablepin is on PATH: $bin/tablepin -> $tp"
+else
+  echo "tablepin is at $tp (add $(dirname "$tp") to PATH)"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every test: the Rust workspace (optimized: some tests run over a million
+# rows), then the Python tests (pytest) against the binary that build made,
+# in a virtual environment this script creates and fills from the package
+# registry. Ends with one line of totals over both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tablepin-target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+
+set +e
+cargo test --workspace --release --locked --no-fail-fast 2>&1 | tee "$log"
+rust=${PIPESTATUS[0]}
+set -e
+
+# The binary the Python tests drive: the test build above made it (a
+# no-op build here when nothing changed).
+cargo build --release --workspace --tests --locked 2>&1 | tail -n 1
+venv="${TABLEPIN_VENV:-$HOME/.cache/tablepin-venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r python/requirements-test.txt
+set +e
+TABLEPIN_BIN="$CARGO_TARGET_DIR/release/tablepin" "$venv/bin/python" -m pytest -q python/tests 2>&1 | tee -a "$log"
+py=${PIPESTATUS[0]}
+set -e
+
+# cargo's last line is the doc tests' (no totals) and pytest's is its own:
+# one closing line over both.
+awk '
+  /^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+  /^[0-9]+ (passed|failed)/ || / passed in / || / failed in / {
+    for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i }
+  }
+  END { printf "%d passed, %d failed\n", p, f }' "$log"
+[ "$rust" -eq 0 ] && [ "$py" -eq 0 ]
