@@ -10,7 +10,7 @@ use tablepin::{EraseOptions, ErasedCheck, GcPolicy, Repo};
 
 use crate::cli::*;
 use crate::commands::UsageError;
-use crate::output::{self, size, time, Bar};
+use crate::output::{self, size, time};
 
 pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
     if a.keep_tags && a.no_keep_tags {
@@ -204,10 +204,6 @@ pub async fn audit(repo: &Repo, json_out: bool) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub async fn verify_erased(repo: &Repo, bar: &Bar) -> Result<ErasedCheck> {
-    Ok(repo.verify_erased(bar).await?)
 }
 
 pub fn print_erased(e: &ErasedCheck) -> Result<()> {

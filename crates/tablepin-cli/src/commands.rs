@@ -635,9 +635,17 @@ async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
 
 async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> {
     let bar = Bar::new();
-    let report = repo.verify(&bar).await?;
+    let mut report = repo.verify(&bar).await?;
     let erased = if a.erased {
-        Some(crate::admin::verify_erased(repo, &bar).await?)
+        match repo.verify_erased(&bar).await {
+            Ok(e) => Some(e),
+            // A damaged audit record is one more problem to report.
+            Err(e) if e.kind() == tablepin::ErrorKind::Damaged => {
+                report.problems.push(e.to_string());
+                None
+            }
+            Err(e) => return Err(e.into()),
+        }
     } else {
         None
     };

@@ -816,3 +816,63 @@ fn json_gives_times_as_rfc3339_and_null_for_what_is_not_there() {
     ]));
     assert_eq!(gen["rows"], 3);
 }
+
+#[test]
+fn verify_names_every_damaged_document_and_gc_and_log_go_on_where_they_can() {
+    let p = Project::new();
+    three_versions(&p);
+    let repo = p.file(".tablepin");
+    std::fs::create_dir_all(repo.join("audit")).unwrap();
+    std::fs::write(repo.join("audit/00000009.json"), b"garbage").unwrap();
+    std::fs::create_dir_all(repo.join("tombstones")).unwrap();
+    let fake = "0".repeat(64);
+    std::fs::write(repo.join(format!("tombstones/{fake}.json")), b"{").unwrap();
+    // The oldest ref entry, cut short.
+    let oldest = repo.join("refs/branches/main/00000001");
+    let bytes = std::fs::read(&oldest).unwrap();
+    std::fs::write(&oldest, &bytes[..bytes.len() / 2]).unwrap();
+    let v = p.run(&["verify", "--erased"]);
+    assert_eq!(v.code, Some(5), "{}{}", v.stdout, v.stderr);
+    for want in [
+        "problem: audit record audit/00000009.json is damaged",
+        &format!("problem: tombstone tombstones/{fake}.json is damaged"),
+        "problem: ref entry refs/branches/main/00000001 is damaged",
+    ] {
+        assert!(v.stdout.contains(want), "{want}: {}", v.stdout);
+    }
+    // log needs none of them; gc needs every ref entry, and names it.
+    p.run(&["log"]).ok();
+    p.fails_unchanged(
+        &["gc", "--keep-last", "1"],
+        5,
+        "refs/branches/main/00000001 is damaged",
+    );
+    std::fs::write(&oldest, &bytes).unwrap();
+    // With the ref log whole again, a damaged audit record does not stop gc.
+    p.run(&["gc", "--keep-last", "1"]).ok();
+}
+
+#[test]
+fn leftovers_of_interrupted_writes_are_listed_by_verify_and_removed_by_gc() {
+    let p = Project::new();
+    three_versions(&p);
+    let dir = p.file(".tablepin").join("objects").join("ab");
+    std::fs::create_dir_all(&dir).unwrap();
+    let left = dir.join(format!("{}#7", "c".repeat(62)));
+    std::fs::write(&left, b"half a blob").unwrap();
+    let v = p.run(&["verify"]);
+    v.ok();
+    assert!(
+        v.stdout
+            .contains(&format!("leftover: objects/ab/{}#7", "c".repeat(62))),
+        "{}",
+        v.stdout
+    );
+    // Young: a write may still be under way.
+    p.run(&["gc"]).ok();
+    assert!(left.exists());
+    let gc = json(&p.run(&["--json", "gc", "--grace", "0s"]));
+    assert_eq!(gc["leftovers_deleted"], 1, "{gc}");
+    assert!(!left.exists());
+    p.run(&["verify"]).ok();
+}

@@ -776,14 +776,25 @@ impl Repo {
             let head = self.store().ref_head(*kind, name).await?;
             match head {
                 Some(h) if h.target == Some(*old) => {
-                    self.move_ref(
-                        *kind,
-                        name,
-                        h.seq,
-                        Some(*new),
-                        &format!("erase: {}", plan.reason),
-                    )
-                    .await?;
+                    let moved = self
+                        .move_ref(
+                            *kind,
+                            name,
+                            h.seq,
+                            Some(*new),
+                            &format!("erase: {}", plan.reason),
+                        )
+                        .await;
+                    match moved {
+                        // Another writer took the entry between the look
+                        // and the write: the same lost race as above.
+                        Err(Error::Store(tablepin_store::StoreError::RefConflict { .. })) => {
+                            return Err(Error::RefMoved {
+                                name: format!("{}/{name}", kind.dir()),
+                            });
+                        }
+                        other => other?,
+                    }
                 }
                 Some(h) if h.target == Some(*new) => {}
                 _ => {
@@ -897,52 +908,58 @@ impl Repo {
     pub(crate) async fn replacements_checked(
         &self,
     ) -> Result<(HashMap<VersionId, VersionId>, Vec<String>)> {
-        let mut out = HashMap::new();
-        let mut problems = Vec::new();
-        for p in self.store().list_docs("audit").await? {
-            if !p.ends_with(".json") {
-                continue;
-            }
+        let (records, mut problems) = self.audit_checked().await?;
+        let mut out: HashMap<VersionId, VersionId> = records
+            .iter()
+            .flat_map(|r| r.versions.iter().map(|v| (v.old, v.new)))
+            .collect();
+        for p in self.store().list_docs("audit/pending").await? {
             let Some(b) = self.store().get_doc(&p).await? else {
                 continue;
             };
-            if p.contains("/pending/") {
-                match serde_json::from_slice::<Pending>(&b) {
-                    Ok(pending) => {
-                        for v in &pending.versions {
-                            if self.store().has_blob(&v.new.0).await? {
-                                out.insert(v.old, v.new);
-                            }
+            match serde_json::from_slice::<Pending>(&b) {
+                Ok(pending) => {
+                    for v in &pending.versions {
+                        if self.store().has_blob(&v.new.0).await? {
+                            out.insert(v.old, v.new);
                         }
                     }
-                    Err(e) => problems.push(format!(
-                        "the record of an interrupted erasure, {p}, is damaged: {e}"
-                    )),
                 }
-            } else {
-                match serde_json::from_slice::<AuditRecord>(&b) {
-                    Ok(r) => out.extend(r.versions.iter().map(|v| (v.old, v.new))),
-                    Err(e) => problems.push(format!("audit record {p} is damaged: {e}")),
-                }
+                Err(e) => problems.push(format!(
+                    "the record of an interrupted erasure, {p}, is damaged: {e}"
+                )),
             }
         }
         Ok((out, problems))
     }
 
-    /// Every audit record, oldest first.
+    /// Every audit record, oldest first. A damaged one is an error naming
+    /// it.
     pub async fn audit(&self) -> Result<Vec<AuditRecord>> {
+        let (records, problems) = self.audit_checked().await?;
+        match problems.into_iter().next() {
+            None => Ok(records),
+            Some(p) => Err(Error::DamagedDocument(p)),
+        }
+    }
+
+    /// Every audit record that decodes, oldest first, and a sentence for
+    /// each one that does not.
+    pub(crate) async fn audit_checked(&self) -> Result<(Vec<AuditRecord>, Vec<String>)> {
         let mut out = Vec::new();
+        let mut problems = Vec::new();
         for p in self.store().list_docs("audit").await? {
             if p.contains("/pending/") || !p.ends_with(".json") {
                 continue;
             }
             if let Some(b) = self.store().get_doc(&p).await? {
-                out.push(serde_json::from_slice(&b).map_err(|e| {
-                    Error::DamagedDocument(format!("audit record {p} is damaged: {e}"))
-                })?);
+                match serde_json::from_slice(&b) {
+                    Ok(r) => out.push(r),
+                    Err(e) => problems.push(format!("audit record {p} is damaged: {e}")),
+                }
             }
         }
-        Ok(out)
+        Ok((out, problems))
     }
 
     /// The data files among `blobs` that hold a row an erasure removed.
@@ -953,10 +970,10 @@ impl Repo {
     /// checks every blob.
     pub(crate) async fn erased_holders(
         &self,
+        records: Vec<AuditRecord>,
         blobs: &[(ObjectId, i64)],
         since_erasure: bool,
     ) -> Result<Vec<(ObjectId, u64)>> {
-        let records = self.audit().await?;
         let first = records.iter().map(|r| r.time_ms).min().unwrap_or(i64::MAX);
         let blobs: Vec<ObjectId> = blobs
             .iter()
@@ -1023,7 +1040,7 @@ impl Repo {
             }
             progress.advance(b.size);
         }
-        check.holders = self.erased_holders(&ids, false).await?;
+        check.holders = self.erased_holders(records, &ids, false).await?;
         progress.end();
         Ok(check)
     }

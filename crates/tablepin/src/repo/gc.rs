@@ -197,17 +197,32 @@ impl Repo {
         Ok(v)
     }
 
+    /// Every ref's whole log, read once: what a gc plans on. Heads and
+    /// histories from one read keep the plan consistent: a commit that
+    /// lands while gc plans is in neither, so gc never expires a new head
+    /// while it keeps that head's ancestors (a gap that would leave stored
+    /// versions reachable only through a tombstone).
+    async fn ref_logs(&self) -> Result<RefLogs> {
+        let mut out = Vec::new();
+        for kind in [RefKind::Branch, RefKind::Tag] {
+            for name in self.store().ref_names(kind).await? {
+                let log = self.store().ref_log(kind, &name).await?;
+                out.push((kind, name, log));
+            }
+        }
+        Ok(RefLogs(out))
+    }
+
     /// The versions every branch reaches, newest first per branch
-    /// (first-parent order), and the heads; branches deleted after
-    /// `deleted_since` (ms) count as branches (see [`Repo::gc_roots`]).
+    /// (first-parent order), from `roots` (name, head, live).
     async fn branch_chains(
         &self,
-        deleted_since: i64,
+        roots: Vec<(String, VersionId, bool)>,
     ) -> Result<BTreeMap<String, Vec<(VersionId, i64)>>> {
         let mut out = BTreeMap::new();
-        for b in self.gc_roots(RefKind::Branch, deleted_since).await? {
+        for (name, target, live) in roots {
             let mut chain = Vec::new();
-            let mut next = Some(b.target);
+            let mut next = Some(target);
             while let Some(id) = next {
                 match self.store().get_blob(&id.0).await {
                     Ok(bytes) => {
@@ -215,14 +230,19 @@ impl Repo {
                         chain.push((id, v.time_ms));
                         next = v.parents.first().copied();
                     }
-                    // Expired: the chain of stored versions ends.
-                    Err(tablepin_store::StoreError::NotFound { .. }) if !chain.is_empty() => break,
+                    // Expired: the chain of stored versions ends. (A
+                    // deleted branch's last version may be gone too.)
+                    Err(tablepin_store::StoreError::NotFound { .. })
+                        if !chain.is_empty() || !live =>
+                    {
+                        break
+                    }
                     // A damaged version is not an expired one: gc must not
                     // plan on it.
                     Err(source) => return Err(Error::version_record(id, source)),
                 }
             }
-            out.insert(b.name, chain);
+            out.insert(name, chain);
         }
         Ok(out)
     }
@@ -269,9 +289,17 @@ impl Repo {
     async fn plan_gc(&self, policy: &GcPolicy) -> Result<GcPlan> {
         let now = policy.now_ms.unwrap_or_else(now_ms);
         let grace_cut = now - policy.grace_ms;
-        let chains = self.branch_chains(grace_cut).await?;
-        let tags = self.refs(RefKind::Tag).await?;
-        let stored_versions = self.known_versions().await?;
+        let logs = self.ref_logs().await?;
+        let chains = self
+            .branch_chains(logs.roots(RefKind::Branch, grace_cut))
+            .await?;
+        let tags: Vec<(String, VersionId)> = logs
+            .roots(RefKind::Tag, grace_cut)
+            .into_iter()
+            .filter(|r| r.2)
+            .map(|r| (r.0, r.1))
+            .collect();
+        let stored_versions = self.stored_ancestry(logs.targets()).await?;
         let rules = policy.keep_last.is_some() || policy.keep_within_ms.is_some();
 
         let mut kept: BTreeSet<VersionId> = BTreeSet::new();
@@ -286,22 +314,26 @@ impl Repo {
                 }
             }
         }
-        for t in self.recently_deleted(RefKind::Tag, grace_cut).await? {
-            kept.insert(t.target);
+        // A tag deleted within the grace period keeps its version, while
+        // that is still stored.
+        for (_, target, live) in logs.roots(RefKind::Tag, grace_cut) {
+            if !live && self.store().has_blob(&target.0).await? {
+                kept.insert(target);
+            }
         }
         let mut fates = Vec::new();
         let mut tags_deleted = Vec::new();
-        for t in &tags {
+        for (name, target) in &tags {
             if policy.keep_tags || !rules {
-                kept.insert(t.target);
+                kept.insert(*target);
             }
-            let readable = kept.contains(&t.target);
+            let readable = kept.contains(target);
             if !readable {
-                tags_deleted.push(t.name.clone());
+                tags_deleted.push(name.clone());
             }
             fates.push(TagFate {
-                name: t.name.clone(),
-                version: t.target,
+                name: name.clone(),
+                version: *target,
                 readable,
             });
         }
@@ -356,7 +388,12 @@ impl Repo {
                 plan.bytes_freed += b.size;
             }
         }
-        plan.blobs_holding_erased = self.erased_holders(&kept_data, true).await?.len() as u64;
+        // A damaged audit record does not stop gc (it deletes nothing by
+        // it): the count is over the records that read, and `verify`
+        // names the damaged one.
+        let (records, _) = self.audit_checked().await?;
+        plan.blobs_holding_erased =
+            self.erased_holders(records, &kept_data, true).await?.len() as u64;
         Ok(plan)
     }
 
@@ -444,6 +481,41 @@ impl Repo {
             }
         }
         Ok(report)
+    }
+}
+
+/// Every ref's log, read once (see [`Repo::ref_logs`]).
+struct RefLogs(Vec<(RefKind, String, Vec<tablepin_format::RefEntry>)>);
+
+impl RefLogs {
+    /// The refs of a kind as (name, version, live): the live ones at
+    /// their heads, and those deleted after `deleted_since` (ms) at the
+    /// version they named last.
+    fn roots(&self, kind: RefKind, deleted_since: i64) -> Vec<(String, VersionId, bool)> {
+        self.0
+            .iter()
+            .filter(|(k, _, _)| *k == kind)
+            .filter_map(|(_, name, log)| {
+                let head = log.last()?;
+                match head.target {
+                    Some(t) => Some((name.clone(), t, true)),
+                    None if head.time_ms > deleted_since => log
+                        .iter()
+                        .rev()
+                        .find_map(|e| e.target)
+                        .map(|t| (name.clone(), t, false)),
+                    None => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Every version any entry of any log ever named.
+    fn targets(&self) -> Vec<VersionId> {
+        self.0
+            .iter()
+            .flat_map(|(_, _, log)| log.iter().filter_map(|e| e.target))
+            .collect()
     }
 }
 

@@ -230,7 +230,10 @@ impl Repo {
 
     /// The stored versions among `roots` and their ancestors, walking
     /// through expired versions' tombstones.
-    async fn stored_ancestry(&self, mut todo: Vec<VersionId>) -> Result<BTreeSet<VersionId>> {
+    pub(crate) async fn stored_ancestry(
+        &self,
+        mut todo: Vec<VersionId>,
+    ) -> Result<BTreeSet<VersionId>> {
         let mut visited = BTreeSet::new();
         let mut stored = BTreeSet::new();
         while let Some(id) = todo.pop() {
