@@ -1,0 +1,95 @@
+//! Repositories written by every format this build reads, kept under
+//! `tests/fixtures/` (as fjall keeps `test_fixture/v1`): format 1, before
+//! deletion-vector packs, and format 2, now. Every later build must read
+//! each, verify it, find what the writing build found at each ref
+//! (`expected.json`), and extend it. `tests/fixtures/make.sh` wrote them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{copy_dir, Project};
+
+fn json(r: &common::Run) -> serde_json::Value {
+    r.ok();
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+fn reads_verifies_and_extends(format: u32) {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/format{format}"));
+    let p = Project {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    copy_dir(&fixture.join("repo"), &p.file(".tablepin"));
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture.join("expected.json")).unwrap()).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p.file(".tablepin/meta/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["format"], format,
+        "the fixture is of format {format}"
+    );
+
+    let v = p.run(&["verify", "--erased"]);
+    assert_eq!(v.code, Some(0), "format {format}: {}", v.stdout);
+    for rev in ["main", "dev", "trained"] {
+        let show = json(&p.run(&["--json", "show", rev]));
+        let want = &expected[rev];
+        assert_eq!(show["version"], want["version"], "format {format}, {rev}");
+        let t = &show["tables"][0];
+        assert_eq!(
+            t["content_hash"], want["content_hash"],
+            "format {format}, {rev}"
+        );
+        assert_eq!(t["rows"], want["rows"], "format {format}, {rev}");
+        let cat = json(&p.run(&["--json", "cat", rev, "sales", "--limit", "1000"]));
+        assert_eq!(cat["total_rows"], want["rows"]);
+        assert_eq!(
+            cat["rows"].as_array().unwrap().len() as u64,
+            want["rows"].as_u64().unwrap()
+        );
+    }
+    let log = json(&p.run(&["--json", "log"]));
+    assert_eq!(
+        log.as_array().unwrap().len() as u64,
+        expected["log_main"].as_u64().unwrap()
+    );
+
+    // Extend it: commits of every kind, a tag, an erasure, gc; it stays whole.
+    let up = p.write(
+        "up.csv",
+        "id,Customer_ID,qty,name\n7,17382.0,70,seven\n50,17380.0,5,fifty\n",
+    );
+    p.run(&["commit", "sales", &up, "--mode", "upsert", "-m", "later"])
+        .ok();
+    p.run(&["tag", "later"]).ok();
+    p.run(&[
+        "erase",
+        "sales",
+        "--where",
+        "Customer_ID = 17382",
+        "--reason",
+        "later",
+    ])
+    .ok();
+    p.run(&["gc", "--keep-last", "1"]).ok();
+    let v = p.run(&["verify", "--erased"]);
+    assert_eq!(v.code, Some(0), "format {format} extended: {}", v.stdout);
+    let trained = json(&p.run(&["--json", "show", "trained"]));
+    assert_eq!(
+        trained["tables"][0]["rows"],
+        expected["trained"]["rows"].as_u64().unwrap() - 8
+    );
+}
+
+#[test]
+fn a_format_1_repository_reads_verifies_and_extends() {
+    reads_verifies_and_extends(1);
+}
+
+#[test]
+fn a_format_2_repository_reads_verifies_and_extends() {
+    reads_verifies_and_extends(2);
+}
