@@ -7,6 +7,7 @@
 //! count that later "weekly" changes correct in place. The same seed always
 //! gives the same rows.
 
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 use std::sync::Arc;

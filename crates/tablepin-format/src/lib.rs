@@ -7,6 +7,7 @@
 //! store layer moves bytes, this layer says what they are. Every encoded
 //! object carries a `format` number so a later release can still read it.
 
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod content;

@@ -40,6 +40,7 @@
 //! The content hash of a table is the sum modulo 2^256 of its row hashes
 //! ([`ContentHash`]): order-free, duplicates count, O(changed rows) updates.
 
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 use std::sync::OnceLock;

@@ -18,6 +18,7 @@
 //! A fault hook ([`Store::with_fault_after`]) stops the process before the
 //! N+1-th write, so tests can kill a command at every write it makes.
 
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 use std::sync::atomic::{AtomicU64, Ordering};

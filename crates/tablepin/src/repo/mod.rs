@@ -324,7 +324,14 @@ impl Repo {
                 message: e.to_string(),
             })?;
         }
-        let store = Store::open(location)?;
+        Self::init_store(Store::open(location)?, write).await
+    }
+
+    /// Creates a repository on a store the caller supplies: any
+    /// `object_store::ObjectStore`, wrapped by [`Store::from_object_store`].
+    /// The store must honour put-if-absent (`PutMode::Create`), as a local
+    /// folder, memory and S3 do: blobs and ref entries rely on it.
+    pub async fn init_store(store: Store, write: WriteSettings) -> Result<Repo> {
         let config = RepoConfig {
             format: FORMAT_VERSION,
             write,
@@ -335,7 +342,7 @@ impl Repo {
         match store.create_doc(CONFIG, Bytes::from(bytes)).await {
             Err(StoreError::Exists { .. }) => {
                 return Err(Error::RepositoryExists {
-                    path: location.to_string(),
+                    path: store.location().to_string(),
                 })
             }
             other => other?,
