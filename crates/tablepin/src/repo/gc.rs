@@ -247,21 +247,21 @@ impl Repo {
         Ok(out)
     }
 
-    /// The refs gc keeps what they name: the live ones, and those deleted
-    /// after `deleted_since` (ms) with the version each named last, so that
-    /// a ref deleted by mistake can be restored within the grace period.
-    async fn gc_roots(&self, kind: RefKind, deleted_since: i64) -> Result<Vec<super::RefInfo>> {
-        let mut out = self.refs(kind).await?;
-        out.extend(self.recently_deleted(kind, deleted_since).await?);
-        Ok(out)
-    }
-
-    /// Refs deleted after `since` (ms) whose last version is still stored.
-    async fn recently_deleted(&self, kind: RefKind, since: i64) -> Result<Vec<super::RefInfo>> {
+    /// The refs of a kind whose versions gc keeps, as (name, version,
+    /// live): the live ones at their heads, and those deleted after
+    /// `deleted_since` (ms) at the version they named last while that is
+    /// still stored, so that a ref deleted by mistake can be restored
+    /// within the grace period.
+    async fn gc_roots(
+        &self,
+        logs: &RefLogs,
+        kind: RefKind,
+        deleted_since: i64,
+    ) -> Result<Vec<(String, VersionId, bool)>> {
         let mut out = Vec::new();
-        for r in self.deleted_refs(kind).await? {
-            if r.time_ms > since && self.store().has_blob(&r.target.0).await? {
-                out.push(r);
+        for (name, target, live) in logs.roots(kind, deleted_since) {
+            if live || self.store().has_blob(&target.0).await? {
+                out.push((name, target, live));
             }
         }
         Ok(out)
@@ -291,13 +291,13 @@ impl Repo {
         let grace_cut = now - policy.grace_ms;
         let logs = self.ref_logs().await?;
         let chains = self
-            .branch_chains(logs.roots(RefKind::Branch, grace_cut))
+            .branch_chains(self.gc_roots(&logs, RefKind::Branch, grace_cut).await?)
             .await?;
-        let tags: Vec<(String, VersionId)> = logs
-            .roots(RefKind::Tag, grace_cut)
-            .into_iter()
+        let tag_roots = self.gc_roots(&logs, RefKind::Tag, grace_cut).await?;
+        let tags: Vec<(String, VersionId)> = tag_roots
+            .iter()
             .filter(|r| r.2)
-            .map(|r| (r.0, r.1))
+            .map(|r| (r.0.clone(), r.1))
             .collect();
         let stored_versions = self.stored_ancestry(logs.targets()).await?;
         let rules = policy.keep_last.is_some() || policy.keep_within_ms.is_some();
@@ -314,11 +314,10 @@ impl Repo {
                 }
             }
         }
-        // A tag deleted within the grace period keeps its version, while
-        // that is still stored.
-        for (_, target, live) in logs.roots(RefKind::Tag, grace_cut) {
-            if !live && self.store().has_blob(&target.0).await? {
-                kept.insert(target);
+        // A tag deleted within the grace period keeps its version.
+        for (_, target, live) in &tag_roots {
+            if !live {
+                kept.insert(*target);
             }
         }
         let mut fates = Vec::new();
@@ -450,9 +449,10 @@ impl Repo {
         // what a ref deleted since names.
         let mut reachable = HashSet::new();
         let deleted_since = chrono::Utc::now().timestamp_millis() - plan.policy.grace_ms;
+        let logs = self.ref_logs().await?;
         for kind in [RefKind::Branch, RefKind::Tag] {
-            for r in self.gc_roots(kind, deleted_since).await? {
-                self.reach(&r.target, &mut reachable).await?;
+            for (_, target, _) in self.gc_roots(&logs, kind, deleted_since).await? {
+                self.reach(&target, &mut reachable).await?;
             }
         }
         let kept: HashSet<VersionId> = plan.versions_kept.iter().copied().collect();
@@ -499,11 +499,9 @@ impl RefLogs {
                 let head = log.last()?;
                 match head.target {
                     Some(t) => Some((name.clone(), t, true)),
-                    None if head.time_ms > deleted_since => log
-                        .iter()
-                        .rev()
-                        .find_map(|e| e.target)
-                        .map(|t| (name.clone(), t, false)),
+                    None if head.time_ms > deleted_since => {
+                        super::last_named(log).map(|t| (name.clone(), t, false))
+                    }
                     None => None,
                 }
             })

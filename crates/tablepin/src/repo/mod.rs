@@ -243,6 +243,12 @@ fn default_author() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// The version a ref's log named last (before a deletion, if it ends in
+/// one).
+pub(crate) fn last_named(log: &[RefEntry]) -> Option<VersionId> {
+    log.iter().rev().find_map(|e| e.target)
+}
+
 /// Names as a comma-separated list, or "none".
 pub(crate) fn list_or_none<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let v: Vec<&str> = names.into_iter().collect();
@@ -1056,7 +1062,7 @@ impl Repo {
             if head.target.is_some() {
                 continue;
             }
-            if let Some(last) = log.iter().rev().find_map(|e| e.target) {
+            if let Some(last) = last_named(&log) {
                 out.push(RefInfo {
                     name,
                     target: last,

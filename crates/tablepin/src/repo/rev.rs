@@ -93,16 +93,7 @@ impl Repo {
         let old = match matches.as_slice() {
             [] => return Ok(None),
             [one] => *one,
-            many => {
-                return Err(Error::AmbiguousRev {
-                    rev: prefix.to_string(),
-                    candidates: many
-                        .iter()
-                        .map(|v| v.short(12))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })
-            }
+            many => return Err(ambiguous(prefix, many)),
         };
         let mut erasures = Vec::new();
         let mut at = old;
@@ -194,14 +185,7 @@ impl Repo {
         match matches.as_slice() {
             [] => Err(unknown()),
             [one] => Ok(*one),
-            many => Err(Error::AmbiguousRev {
-                rev: rev.to_string(),
-                candidates: many
-                    .iter()
-                    .map(|v| v.short(12))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
+            many => Err(ambiguous(rev, many)),
         }
     }
 
@@ -260,6 +244,18 @@ impl Repo {
             }
         }
         Ok(stored)
+    }
+}
+
+/// A prefix that names several versions.
+fn ambiguous(rev: &str, matches: &[VersionId]) -> Error {
+    Error::AmbiguousRev {
+        rev: rev.to_string(),
+        candidates: matches
+            .iter()
+            .map(|v| v.short(12))
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 
