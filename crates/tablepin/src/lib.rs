@@ -61,7 +61,7 @@ pub use repo::{
     Repo, RepoConfig, TableRead, DEFAULT_BRANCH,
 };
 pub use table::plan::Mode;
-pub use table::{ReadStats, WriteSettings};
+pub use table::{ReadStats, ScanOptions, WriteSettings};
 pub use tablepin_format as format;
 pub use tablepin_format::{ContentHash, RefKind, VersionId};
 /// The content hash (rowhash-v1) of any rows, as `show` reports it for a version.

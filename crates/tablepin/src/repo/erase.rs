@@ -30,15 +30,11 @@
 //! rows, not a predicate that later schema changes could reinterpret.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
 
-use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
-use datafusion::common::DFSchema;
-use datafusion::physical_expr::PhysicalExpr;
-use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::{Deserialize, Serialize};
 use tablepin_format::{
     encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, ContentHash, ErasedFingerprint,
@@ -51,107 +47,13 @@ use super::{list_or_none, now_ms, Progress, Repo};
 use crate::error::{Error, Result};
 use crate::table::datafile::{read_data_file, Select};
 use crate::table::plan::new_data_file;
+use crate::table::predicate::Predicate;
 use crate::table::types::conform;
 use crate::table::{dv, keys, schema_of};
 
 /// How long an erasure keeps planning again while commits move the refs
 /// it must move.
 const ERASE_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// A compiled predicate.
-pub(crate) struct Predicate {
-    expr: Arc<dyn PhysicalExpr>,
-    schema: SchemaRef,
-    text: String,
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().trim().to_string()
-}
-
-/// DataFusion's error as a sentence: the parser's message without the
-/// Rust debug text around it (`SQL error: ParserError("…")`), and without
-/// the category prefixes.
-pub(crate) fn df_message(e: &datafusion::error::DataFusionError) -> String {
-    let s = first_line(&e.to_string());
-    if let Some((_, inner)) = s.split_once("Error(\"") {
-        let inner = inner.strip_suffix("\")").unwrap_or(inner);
-        return format!("SQL syntax error: {}", inner.replace("\\\"", "\""));
-    }
-    let mut s = s.as_str();
-    for prefix in [
-        "Error during planning: ",
-        "Schema error: ",
-        "Optimizer rule",
-    ] {
-        s = s.strip_prefix(prefix).unwrap_or(s);
-    }
-    s.to_string()
-}
-
-impl Predicate {
-    /// Parses and type-checks an SQL boolean expression over `schema` with
-    /// DataFusion.
-    pub(crate) fn compile(table: &str, text: &str, schema: &SchemaRef) -> Result<Self> {
-        let bad = |why: String| {
-            Error::Query(format!(
-                "predicate \"{text}\" does not fit table '{table}': {why}"
-            ))
-        };
-        let config = SessionConfig::new()
-            .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
-        let ctx = SessionContext::new_with_config(config);
-        let df_schema =
-            DFSchema::try_from(schema.as_ref().clone()).map_err(|e| bad(df_message(&e)))?;
-        let expr = ctx
-            .parse_sql_expr(text, &df_schema)
-            .map_err(|e| bad(df_message(&e)))?;
-        let expr = ctx
-            .create_physical_expr(expr, &df_schema)
-            .map_err(|e| bad(df_message(&e)))?;
-        let p = Self {
-            expr,
-            schema: schema.clone(),
-            text: text.to_string(),
-        };
-        // Evaluate once on a row of nulls: type errors (a text literal that
-        // cannot become a number, say) surface now, not half-way through.
-        let nulls = RecordBatch::new_empty(schema.clone());
-        p.eval(&nulls).map_err(|e| match e {
-            Error::Query(m) => Error::Query(m),
-            other => bad(other.to_string()),
-        })?;
-        let rt = p.expr.data_type(schema).map_err(|e| bad(df_message(&e)))?;
-        if rt != arrow::datatypes::DataType::Boolean {
-            return Err(bad(format!("it is of type {rt}, not a boolean condition")));
-        }
-        Ok(p)
-    }
-
-    /// The rows of a batch (of any schema holding the columns) that match.
-    pub(crate) fn eval(&self, batch: &RecordBatch) -> Result<BooleanArray> {
-        let aligned = conform(batch, &self.schema).map_err(Error::Query)?;
-        let v = self
-            .expr
-            .evaluate(&aligned)
-            .and_then(|v| v.into_array(aligned.num_rows()))
-            .map_err(|e| {
-                Error::Query(format!(
-                    "predicate \"{}\" failed: {}",
-                    self.text,
-                    first_line(&e.to_string())
-                ))
-            })?;
-        let b = v.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
-            Error::Query(format!(
-                "predicate \"{}\" is not a boolean condition",
-                self.text
-            ))
-        })?;
-        // Null means "does not match".
-        Ok(b.iter().map(|x| Some(x == Some(true))).collect())
-    }
-}
 
 /// Options of an erasure.
 #[derive(Debug, Clone, Default)]

@@ -33,7 +33,7 @@ pub use verify::VerifyReport;
 
 use crate::error::{Error, Result};
 use crate::table::plan::{self, Mode, PlanInput};
-use crate::table::{self, ReadStats, WriteSettings};
+use crate::table::{self, ReadStats, ScanOptions, WriteSettings};
 
 /// Reports progress of long work; the command line draws bars with it.
 pub trait Progress: Send + Sync {
@@ -764,20 +764,32 @@ impl Repo {
     }
 
     /// Reads a table at a revision, saying when the revision named a
-    /// version that an erasure replaced (see [`Repo::resolve_noted`]). A
-    /// blob that vanishes because the revision moved meanwhile (an erasure
-    /// replaced the branch head) is a lost race: the read starts again on
-    /// what the revision names now.
+    /// version that an erasure replaced (see [`Repo::resolve_noted`]).
     pub async fn read_noted(
         &self,
         rev: &str,
         table: &str,
         columns: Option<&[String]>,
     ) -> Result<(TableRead, Option<Replaced>)> {
+        self.scan(rev, table, &ScanOptions::columns(columns)).await
+    }
+
+    /// Reads the columns and rows `opts` asks for of a table at a
+    /// revision, saying when the revision named a version that an erasure
+    /// replaced (see [`Repo::resolve_noted`]). A blob that vanishes because
+    /// the revision moved meanwhile (an erasure replaced the branch head)
+    /// is a lost race: the read starts again on what the revision names
+    /// now.
+    pub async fn scan(
+        &self,
+        rev: &str,
+        table: &str,
+        opts: &ScanOptions,
+    ) -> Result<(TableRead, Option<Replaced>)> {
         let mut tries = 0;
         loop {
             let (version, replaced) = self.resolve_noted(rev).await?;
-            match self.read_version(&version, table, columns).await {
+            match self.scan_version(&version, table, opts).await {
                 Err(e) if e.is_missing() && tries < 3 && self.resolve(rev).await? != version => {
                     tries += 1;
                 }
@@ -793,8 +805,19 @@ impl Repo {
         table: &str,
         columns: Option<&[String]>,
     ) -> Result<TableRead> {
+        self.scan_version(version, table, &ScanOptions::columns(columns))
+            .await
+    }
+
+    /// Reads the columns and rows `opts` asks for of a table at a version.
+    pub async fn scan_version(
+        &self,
+        version: &VersionId,
+        table: &str,
+        opts: &ScanOptions,
+    ) -> Result<TableRead> {
         let snapshot = self.snapshot(version, table).await?;
-        let (schema, batches, stats) = table::scan(&self.store, &snapshot, columns)
+        let (schema, batches, stats) = table::scan(&self.store, &snapshot, table, opts)
             .await
             .map_err(|e| self.name_version(e, Some(*version), table))?;
         Ok(TableRead {

@@ -18,7 +18,8 @@ use tablepin_format::KeyBound;
 
 use crate::error::{Error, Result};
 
-/// The indices of the key columns in a schema.
+/// The indices of the named columns (the key, or any others) in a schema,
+/// or the error naming the first one the table lacks.
 pub(crate) fn key_indices(table: &str, schema: &SchemaRef, key: &[String]) -> Result<Vec<usize>> {
     key.iter()
         .map(|k| {

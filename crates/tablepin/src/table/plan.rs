@@ -872,7 +872,8 @@ async fn plan_compact(
     par: &TableSnapshot,
     settings: &WriteSettings,
 ) -> Result<TablePlan> {
-    let (schema, batches, _) = super::scan(store, par, None).await?;
+    let (schema, batches, _) =
+        super::scan(store, par, table, &super::ScanOptions::default()).await?;
     let rows = concat_batches(&schema, &batches).map_err(Error::arrow("compacting the table"))?;
     drop(batches);
     let key_idx = keys::key_indices(table, &schema, &par.key)?;
