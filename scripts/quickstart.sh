@@ -4,6 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tablepin-target}"
+export PYO3_BUILD_EXTENSION_MODULE=1   # as scripts/test.sh: one build of the Python extension
 # The same build as the tests (`cargo test --workspace --release`), so the two
 # share one set of compiled dependencies.
 cargo build --release --workspace --tests --locked --manifest-path "$root/Cargo.toml"
@@ -32,3 +33,18 @@ set -x
 "$tp" export train-v1 sales --output train-v1.parquet
 "$tp" show train-v1
 "$tp" verify
+set +x
+# The same tag from Python: the package built into a virtual environment
+# (scripts/python-env.sh), reading the tagged version as a pyarrow Table.
+python="$(bash "$root/scripts/python-env.sh" | tail -n 1)"
+set -x
+"$python" - <<'PY'
+import tablepin
+repo = tablepin.Repo()
+t = repo.read("sales", rev="train-v1")
+info = repo.show("train-v1").tables["sales"]
+print(f"train-v1 from Python: {t.num_rows} rows, columns {t.column_names}")
+print(f"content hash {tablepin.content_hash(t)} (show says {info.content_hash})")
+assert tablepin.content_hash(t) == info.content_hash
+print(t.to_pandas().head())
+PY

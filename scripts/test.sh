@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Every test: the Rust workspace (optimized: some tests run over a million
-# rows), then the Python tests (pytest) against the binary that build made,
-# in a virtual environment this script creates and fills from the package
-# registry. Ends with one line of totals over both.
+# rows), then the Python tests (pytest): of the `tablepin` package, built by
+# maturin into a virtual environment this script creates and fills from the
+# package registry, and of the binary the Rust build made. Ends with one
+# line of totals over both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tablepin-target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# maturin sets this for the extension; setting it for every build keeps the
+# workspace's build of the extension crate and maturin's the same one.
+export PYO3_BUILD_EXTENSION_MODULE=1
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
@@ -18,13 +22,9 @@ set -e
 # The binary the Python tests drive: the test build above made it (a
 # no-op build here when nothing changed).
 cargo build --release --workspace --tests --locked 2>&1 | tail -n 1
-venv="${TABLEPIN_VENV:-$HOME/.cache/tablepin-venv}"
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r python/requirements-test.txt
+python="$(bash scripts/python-env.sh | tail -n 1)"
 set +e
-TABLEPIN_BIN="$CARGO_TARGET_DIR/release/tablepin" "$venv/bin/python" -m pytest -q python/tests 2>&1 | tee -a "$log"
+TABLEPIN_BIN="$CARGO_TARGET_DIR/release/tablepin" "$python" -m pytest -q python/tests 2>&1 | tee -a "$log"
 py=${PIPESTATUS[0]}
 set -e
 

@@ -1,0 +1,487 @@
+//! The extension module of the `tablepin` Python package
+//! (`tablepin._tablepin`): the engine crate behind a thin binding.
+//!
+//! Rows cross the boundary as Arrow C streams (arrow-pyarrow's
+//! conversions; no column buffer is copied). Everything else crosses as
+//! JSON of the engine's own `Serialize` types, which the pure-Python layer
+//! (`python/tablepin/`) turns into small typed objects: the binding stays
+//! one function per engine call, and the shapes are those `--json` prints.
+//! Every call that does I/O releases the GIL while it runs.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arrow::array::RecordBatchIterator;
+use arrow::datatypes::SchemaRef;
+use arrow::ffi_stream::ArrowArrayStreamReader;
+use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use arrow_pyarrow::PyArrowType;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use serde::Serialize;
+use tablepin::{
+    CommitOptions, EraseOptions, ErasePlan, ErrorKind, GcPlan, GcPolicy, LogOptions, Mode,
+    NoProgress, RefKind, Repo, ScanOptions, WriteSettings,
+};
+
+create_exception!(tablepin, Error, PyException, "Every error tablepin raises.");
+create_exception!(
+    tablepin,
+    BadInput,
+    Error,
+    "Bad input: a table, a column, a key, a schema, a name or an argument (CLI exit code 2)."
+);
+create_exception!(
+    tablepin,
+    NotFound,
+    Error,
+    "A repository, ref, revision or table that does not exist (CLI exit code 3)."
+);
+create_exception!(
+    tablepin,
+    Conflict,
+    Error,
+    "Something exists already, or a ref moved under the call (CLI exit code 4)."
+);
+create_exception!(
+    tablepin,
+    Damaged,
+    Error,
+    "Stored bytes are damaged or missing; the message names the blob (CLI exit code 5)."
+);
+create_exception!(
+    tablepin,
+    StorageError,
+    Error,
+    "Storage or another system failed (CLI exit code 1)."
+);
+create_exception!(
+    tablepin,
+    InternalError,
+    Error,
+    "A failure inside tablepin itself, a bug (CLI exit code 6)."
+);
+
+/// The engine's error as the Python exception of its kind, with the same
+/// one-sentence message the CLI prints.
+fn err(e: tablepin::Error) -> PyErr {
+    let m = e.to_string();
+    match e.kind() {
+        ErrorKind::InvalidInput => BadInput::new_err(m),
+        ErrorKind::NotFound => NotFound::new_err(m),
+        ErrorKind::Conflict => Conflict::new_err(m),
+        ErrorKind::Damaged => Damaged::new_err(m),
+        ErrorKind::Io => StorageError::new_err(m),
+        _ => InternalError::new_err(m),
+    }
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> PyErr {
+    InternalError::new_err(format!("{what}: {e}"))
+}
+
+/// The one runtime every call runs on.
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    static RT: OnceLock<std::io::Result<tokio::runtime::Runtime>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("tablepin")
+            .build()
+    })
+    .as_ref()
+    .map_err(|e| internal("cannot start the I/O runtime", e))
+}
+
+/// Runs an engine call to its end with the GIL released.
+fn run<T: Send>(
+    py: Python<'_>,
+    f: impl std::future::Future<Output = tablepin::Result<T>> + Send,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    py.detach(|| rt.block_on(f)).map_err(err)
+}
+
+fn json(v: &impl Serialize) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| internal("cannot encode the answer as JSON", e))
+}
+
+/// Reads every batch of an Arrow C stream, as views and dictionaries
+/// become plain arrays (what a file read gives the CLI), so the same rows
+/// hash and store alike from any producer.
+fn collect(data: ArrowArrayStreamReader) -> PyResult<(SchemaRef, Vec<RecordBatch>)> {
+    let schema = data.schema();
+    let batches = data
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| BadInput::new_err(format!("cannot read the rows given: {e}")))?;
+    tablepin::files::normalize(&schema, batches)
+        .map_err(|e| BadInput::new_err(format!("cannot read the rows given: {e}")))
+}
+
+fn ref_kind(kind: &str) -> PyResult<RefKind> {
+    match kind {
+        "branch" => Ok(RefKind::Branch),
+        "tag" => Ok(RefKind::Tag),
+        other => Err(BadInput::new_err(format!(
+            "a ref is a 'branch' or a 'tag', not '{other}'"
+        ))),
+    }
+}
+
+fn mode(name: &str) -> PyResult<Mode> {
+    match name {
+        "overwrite" => Ok(Mode::Overwrite),
+        "append" => Ok(Mode::Append),
+        "upsert" => Ok(Mode::Upsert),
+        "delete" => Ok(Mode::Delete),
+        other => Err(BadInput::new_err(format!(
+            "mode is one of 'overwrite', 'append', 'upsert' or 'delete', not '{other}'"
+        ))),
+    }
+}
+
+/// An open repository.
+#[pyclass(name = "_Repo", module = "tablepin._tablepin", frozen)]
+struct PyRepo {
+    repo: Arc<Repo>,
+    location: String,
+}
+
+/// A retention plan, applied at most once.
+#[pyclass(name = "_GcPlan", module = "tablepin._tablepin", frozen)]
+struct PyGcPlan {
+    repo: Arc<Repo>,
+    plan: Mutex<Option<GcPlan>>,
+    #[pyo3(get)]
+    json: String,
+}
+
+/// An erasure plan, applied at most once.
+#[pyclass(name = "_ErasePlan", module = "tablepin._tablepin", frozen)]
+struct PyErasePlan {
+    repo: Arc<Repo>,
+    plan: Mutex<Option<ErasePlan>>,
+    #[pyo3(get)]
+    json: String,
+}
+
+/// Takes a plan out of its slot, once.
+fn take<T>(slot: &Mutex<Option<T>>) -> PyResult<T> {
+    slot.lock()
+        .map_err(|e| internal("a plan's lock", e))?
+        .take()
+        .ok_or_else(|| {
+            BadInput::new_err("this plan was applied already; make a new one to apply it again")
+        })
+}
+
+#[pymethods]
+impl PyGcPlan {
+    /// Deletes what the plan found; the report as JSON.
+    fn apply(&self, py: Python<'_>) -> PyResult<String> {
+        let plan = take(&self.plan)?;
+        let repo = self.repo.clone();
+        json(&run(py, async move { repo.gc_apply(plan).await })?)
+    }
+}
+
+#[pymethods]
+impl PyErasePlan {
+    /// Erases what the plan found; the report as JSON.
+    fn apply(&self, py: Python<'_>) -> PyResult<String> {
+        let plan = take(&self.plan)?;
+        let repo = self.repo.clone();
+        json(&run(py, async move { repo.erase_apply(plan).await })?)
+    }
+}
+
+#[pymethods]
+impl PyRepo {
+    /// Opens the repository at `location` (a folder holding one, the
+    /// repository folder itself, or a URL), or else the one found in the
+    /// current folder or a parent of it.
+    #[staticmethod]
+    #[pyo3(signature = (location=None))]
+    fn open(py: Python<'_>, location: Option<String>) -> PyResult<Self> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| StorageError::new_err(format!("cannot read the current folder: {e}")))?;
+        let location = Repo::discover(location.as_deref(), &cwd).map_err(err)?;
+        let at = location.clone();
+        let repo = run(py, async move { Repo::open(&at).await })?;
+        Ok(Self {
+            repo: Arc::new(repo),
+            location,
+        })
+    }
+
+    /// Creates a repository at `location` (a folder, created if missing).
+    #[staticmethod]
+    fn init(py: Python<'_>, location: String) -> PyResult<Self> {
+        let at = location.clone();
+        let repo = run(py, async move {
+            Repo::init(&at, WriteSettings::default()).await
+        })?;
+        Ok(Self {
+            repo: Arc::new(repo),
+            location,
+        })
+    }
+
+    /// Where the repository is.
+    #[getter]
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    /// The rows asked for, as a stream, and what was read (JSON).
+    #[pyo3(signature = (table, rev, columns=None, filter=None, limit=None))]
+    fn scan(
+        &self,
+        py: Python<'_>,
+        table: String,
+        rev: String,
+        columns: Option<Vec<String>>,
+        filter: Option<String>,
+        limit: Option<usize>,
+    ) -> PyResult<(PyArrowType<Box<dyn RecordBatchReader + Send>>, String)> {
+        let repo = self.repo.clone();
+        let opts = ScanOptions {
+            columns,
+            filter,
+            limit,
+        };
+        let at = rev.clone();
+        let (read, replaced) = run(py, async move { repo.scan(&at, &table, &opts).await })?;
+        let meta = serde_json::json!({
+            "rev": rev,
+            "version": read.version,
+            "rows": read.snapshot.rows,
+            "content_hash": read.snapshot.content_hash,
+            "key": read.snapshot.key,
+            "replaced": replaced,
+            "stats": read.stats,
+        });
+        let schema = read.schema.clone();
+        let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(
+            read.batches.into_iter().map(Ok),
+            schema,
+        ));
+        Ok((PyArrowType(reader), json(&meta)?))
+    }
+
+    /// Commits rows given as an Arrow C stream; what the commit did (JSON).
+    #[pyo3(signature = (table, data, mode_name, key, message, branch, allow_schema_change, cast, create_branch))]
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        py: Python<'_>,
+        table: String,
+        data: PyArrowType<ArrowArrayStreamReader>,
+        mode_name: &str,
+        key: Option<Vec<String>>,
+        message: String,
+        branch: Option<String>,
+        allow_schema_change: bool,
+        cast: bool,
+        create_branch: bool,
+    ) -> PyResult<String> {
+        let (schema, batches) = collect(data.0)?;
+        let opts = CommitOptions {
+            mode: mode(mode_name)?,
+            key,
+            allow_schema_change,
+            cast,
+            message,
+            branch: branch.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
+            create_branch,
+            ..Default::default()
+        };
+        let repo = self.repo.clone();
+        json(&run(py, async move {
+            repo.commit(&table, schema, batches, &opts).await
+        })?)
+    }
+
+    /// A branch's versions, newest first (JSON).
+    #[pyo3(signature = (branch, max=None, table=None))]
+    fn log(
+        &self,
+        py: Python<'_>,
+        branch: String,
+        max: Option<usize>,
+        table: Option<String>,
+    ) -> PyResult<String> {
+        let repo = self.repo.clone();
+        json(&run(py, async move {
+            repo.log_with(&branch, &LogOptions { max, table }).await
+        })?)
+    }
+
+    /// A version: its record, each table's snapshot facts, and the note
+    /// when an erasure replaced it (JSON).
+    fn show(&self, py: Python<'_>, rev: String) -> PyResult<String> {
+        let repo = self.repo.clone();
+        let v = run(py, async move {
+            let (id, replaced) = repo.resolve_noted(&rev).await?;
+            let v = repo.version(&id).await?;
+            let mut tables = Vec::new();
+            for name in v.tables.keys() {
+                let s = repo.snapshot(&id, name).await?;
+                tables.push(serde_json::json!({
+                    "table": name, "rows": s.rows, "content_hash": s.content_hash, "key": s.key,
+                    "columns": s.schema.fields().iter().map(|f| serde_json::json!({
+                        "name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable()
+                    })).collect::<Vec<_>>(),
+                    "files": s.files.len(),
+                    "bytes": s.files.iter().map(|f| f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes)).sum::<u64>(),
+                }));
+            }
+            Ok(serde_json::json!({
+                "version": id, "parents": v.parents, "time_ms": v.time_ms, "author": v.author,
+                "message": v.message, "changes": v.changes, "replaces": v.replaces,
+                "tables": tables, "replaced": replaced,
+            }))
+        })?;
+        json(&v)
+    }
+
+    /// The branches or tags (JSON).
+    fn refs(&self, py: Python<'_>, kind: &str) -> PyResult<String> {
+        let kind = ref_kind(kind)?;
+        let repo = self.repo.clone();
+        json(&run(py, async move { repo.refs(kind).await })?)
+    }
+
+    /// Creates a branch or tag at a revision; the version it names.
+    fn create_ref(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        name: String,
+        rev: String,
+        message: String,
+    ) -> PyResult<String> {
+        let kind = ref_kind(kind)?;
+        let repo = self.repo.clone();
+        let id = run(py, async move {
+            repo.create_ref(kind, &name, &rev, &message).await
+        })?;
+        Ok(id.to_string())
+    }
+
+    /// Deletes a branch or tag; the version it named.
+    fn delete_ref(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        name: String,
+        force: bool,
+    ) -> PyResult<String> {
+        let kind = ref_kind(kind)?;
+        let repo = self.repo.clone();
+        let id = run(py, async move { repo.delete_ref(kind, &name, force).await })?;
+        Ok(id.to_string())
+    }
+
+    /// The full version id a revision names.
+    fn resolve(&self, py: Python<'_>, rev: String) -> PyResult<String> {
+        let repo = self.repo.clone();
+        Ok(run(py, async move { repo.resolve(&rev).await })?.to_string())
+    }
+
+    /// Checks every blob, ref, version and snapshot (JSON report).
+    fn verify(&self, py: Python<'_>) -> PyResult<String> {
+        let repo = self.repo.clone();
+        json(&run(py, async move { repo.verify(&NoProgress).await })?)
+    }
+
+    /// Checks that no stored blob holds a row an erasure removed (JSON).
+    fn verify_erased(&self, py: Python<'_>) -> PyResult<String> {
+        let repo = self.repo.clone();
+        json(&run(
+            py,
+            async move { repo.verify_erased(&NoProgress).await },
+        )?)
+    }
+
+    /// The erasures' audit records (JSON).
+    fn audit(&self, py: Python<'_>) -> PyResult<String> {
+        let repo = self.repo.clone();
+        json(&run(py, async move { repo.audit().await })?)
+    }
+
+    /// What retention would delete, as a plan to apply.
+    #[pyo3(signature = (keep_last, keep_within_ms, keep_tags, grace_ms))]
+    fn gc_plan(
+        &self,
+        py: Python<'_>,
+        keep_last: Option<usize>,
+        keep_within_ms: Option<i64>,
+        keep_tags: bool,
+        grace_ms: i64,
+    ) -> PyResult<PyGcPlan> {
+        let policy = GcPolicy {
+            keep_last,
+            keep_within_ms,
+            keep_tags,
+            grace_ms,
+            now_ms: None,
+        };
+        let repo = self.repo.clone();
+        let plan = run(py, async move { repo.gc_plan(&policy).await })?;
+        Ok(PyGcPlan {
+            repo: self.repo.clone(),
+            json: json(&plan)?,
+            plan: Mutex::new(Some(plan)),
+        })
+    }
+
+    /// What erasing the rows `predicate` matches would do, as a plan.
+    fn erase_plan(
+        &self,
+        py: Python<'_>,
+        table: String,
+        predicate: String,
+        reason: String,
+    ) -> PyResult<PyErasePlan> {
+        let opts = EraseOptions {
+            table,
+            predicate,
+            reason,
+        };
+        let repo = self.repo.clone();
+        let plan = run(py, async move { repo.erase_plan(&opts).await })?;
+        Ok(PyErasePlan {
+            repo: self.repo.clone(),
+            json: json(&plan)?,
+            plan: Mutex::new(Some(plan)),
+        })
+    }
+}
+
+/// The content hash (rowhash-v1) of rows given as an Arrow C stream.
+#[pyfunction]
+fn content_hash(py: Python<'_>, data: PyArrowType<ArrowArrayStreamReader>) -> PyResult<String> {
+    let (_, batches) = collect(data.0)?;
+    py.detach(|| tablepin::content_hash(&batches))
+        .map(|h| h.to_string())
+        .map_err(|e| BadInput::new_err(e.to_string()))
+}
+
+#[pymodule]
+fn _tablepin(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyRepo>()?;
+    m.add_class::<PyGcPlan>()?;
+    m.add_class::<PyErasePlan>()?;
+    m.add_function(wrap_pyfunction!(content_hash, m)?)?;
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("BadInput", py.get_type::<BadInput>())?;
+    m.add("NotFound", py.get_type::<NotFound>())?;
+    m.add("Conflict", py.get_type::<Conflict>())?;
+    m.add("Damaged", py.get_type::<Damaged>())?;
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("InternalError", py.get_type::<InternalError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,382 @@
+"""tablepin: every version of a training table, kept for the rows that changed.
+
+Read any version into pyarrow, pandas or polars, commit from any of them, and
+prove what a model trained on::
+
+    import tablepin
+
+    repo = tablepin.Repo()                      # the repository of this folder
+    train = repo.read("sales", rev="train-v1")  # a pyarrow.Table, exactly as tagged
+    print(repo.show("train-v1").tables["sales"].content_hash)
+
+The engine is the same Rust crate as the `tablepin` command; rows cross into
+Python through the Arrow C stream interface without copying a buffer, and
+every call that does I/O releases the GIL.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json as _json
+import os as _os
+from typing import Any, Iterator, Sequence
+
+import pyarrow as _pa
+
+from . import _tablepin
+from ._tablepin import (
+    BadInput,
+    Conflict,
+    Damaged,
+    Error,
+    InternalError,
+    NotFound,
+    StorageError,
+)
+from ._types import (
+    Change,
+    Column,
+    EraseReport,
+    ErasedCheck,
+    Erasure,
+    GcReport,
+    LogEntry,
+    Ref,
+    Replaced,
+    TableInfo,
+    TableState,
+    Version,
+    VersionInfo,
+    VerifyReport,
+)
+
+__version__: str = _tablepin.__version__
+
+__all__ = [
+    "Repo", "Scan", "GcPlan", "ErasePlan", "content_hash",
+    "Error", "BadInput", "NotFound", "Conflict", "Damaged", "StorageError", "InternalError",
+    "Version", "Change", "LogEntry", "TableState", "VersionInfo", "TableInfo", "Column",
+    "Ref", "Replaced", "Erasure", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
+]
+
+
+def _arrow_stream(data: Any) -> Any:
+    """Anything that holds rows, as an object exporting an Arrow C stream:
+    a pyarrow Table, RecordBatch or RecordBatchReader, a pandas or polars
+    DataFrame, or any object with `__arrow_c_stream__`."""
+    mod = type(data).__module__.split(".")[0]
+    if mod == "pandas":
+        # Through pyarrow, without the index (a RangeIndex carries no
+        # rows' data) and without pandas' own schema metadata.
+        t = _pa.Table.from_pandas(data, preserve_index=False)
+        return t.replace_schema_metadata(None)
+    if isinstance(data, _pa.RecordBatch):
+        return _pa.Table.from_batches([data])
+    if hasattr(data, "__arrow_c_stream__"):
+        return data
+    raise BadInput(
+        f"cannot commit a {type(data).__name__}: give a pyarrow Table or RecordBatchReader, "
+        "a pandas or polars DataFrame, or an object with __arrow_c_stream__"
+    )
+
+
+def content_hash(data: Any) -> str:
+    """The content hash (rowhash-v1) of any rows, equal to what `show`
+    reports for a version holding the same rows: a training job can prove
+    what it read without a repository at hand."""
+    return _tablepin.content_hash(_arrow_stream(data))
+
+
+def _ms(d: _dt.timedelta | float | int | None) -> int | None:
+    if d is None:
+        return None
+    seconds = d.total_seconds() if isinstance(d, _dt.timedelta) else float(d)
+    return int(seconds * 1000)
+
+
+class Scan:
+    """The rows of one table at one version, as a stream of record batches.
+
+    It exports the Arrow C stream interface (`__arrow_c_stream__`), so
+    `pyarrow.RecordBatchReader.from_stream(scan)`, `polars.DataFrame(scan)`
+    and DuckDB (`duckdb.sql("select ... from scan")`) take it without a
+    copy. (`polars.from_arrow(scan)` gives one struct Series, as for any
+    bare Arrow stream; `.struct.unnest()` makes it the DataFrame.) A stream
+    is read once.
+    """
+
+    def __init__(self, reader: _pa.RecordBatchReader, meta: dict[str, Any]):
+        self._reader = reader
+        self.rev: str = meta["rev"]
+        """The revision asked for."""
+        self.version: str = meta["version"]
+        """The version read."""
+        self.rows: int = meta["rows"]
+        """The table's rows in that version (before any filter or limit)."""
+        self.content_hash: str = meta["content_hash"]
+        """The table's content hash in that version (before any filter)."""
+        self.key: tuple[str, ...] = tuple(meta["key"])
+        self.replaced: Replaced | None = Replaced._from(meta["replaced"])
+        """Set when `rev` named a version an erasure replaced since."""
+        self.stats: dict[str, int] = meta["stats"]
+
+    @property
+    def schema(self) -> _pa.Schema:
+        """The schema of the batches (the columns asked for)."""
+        return self._reader.schema
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self._reader.__arrow_c_stream__(requested_schema)
+
+    def __iter__(self) -> Iterator[_pa.RecordBatch]:
+        """The record batches, in order (key order for a keyed table)."""
+        return iter(self._reader)
+
+    def read_all(self) -> _pa.Table:
+        """Every remaining batch as one pyarrow Table."""
+        return self._reader.read_all()
+
+    def __repr__(self) -> str:
+        return f"Scan(version={self.version[:12]!r}, rows={self.rows}, columns={self.schema.names})"
+
+
+class GcPlan:
+    """What retention would keep and delete (nothing is deleted yet).
+    `apply()` deletes it, once."""
+
+    def __init__(self, plan: Any):
+        self._plan = plan
+        raw = _json.loads(plan.json)
+        self.raw: dict[str, Any] = raw
+        self.versions_kept: int = len(raw["versions_kept"])
+        self.versions_expired: int = len(raw["versions_expired"])
+        self.blobs_kept: int = raw["blobs_kept"]
+        self.bytes_kept: int = raw["bytes_kept"]
+        self.blobs_to_delete: int = len(raw["blobs_deleted"])
+        self.bytes_to_free: int = raw["bytes_freed"]
+        self.tags_deleted: tuple[str, ...] = tuple(raw["tags_deleted"])
+
+    def apply(self) -> GcReport:
+        """Deletes what the plan found: the expired versions' blobs no kept
+        version needs."""
+        r = _json.loads(self._plan.apply())
+        return GcReport(
+            r["blobs_deleted"], r["bytes_freed"], r["blobs_spared"], r["tombstones"],
+            r["leftovers_deleted"], r,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"GcPlan(versions_kept={self.versions_kept}, versions_expired={self.versions_expired}, "
+            f"bytes_kept={self.bytes_kept}, bytes_to_free={self.bytes_to_free})"
+        )
+
+
+class ErasePlan:
+    """What erasing rows would do, from the live table and every kept
+    version (nothing is changed yet). `apply()` does it, once."""
+
+    def __init__(self, plan: Any):
+        self._plan = plan
+        raw = _json.loads(plan.json)
+        self.raw: dict[str, Any] = raw
+        self.table: str = raw["table"]
+        self.reason: str = raw["reason"]
+        self.rows_removed: int = raw["rows_removed"]
+        self.files: int = len(raw["files"])
+        self.versions: int = len(raw["versions"])
+        self.bytes_to_write: int = raw["bytes_to_write"]
+        self.tags: dict[str, tuple[str, str]] = {n: (o, w) for n, o, w in raw["tags"]}
+        """Tags that move: name -> (old version, new version)."""
+
+    @property
+    def empty(self) -> bool:
+        """No stored row matches (and no interrupted erasure is left to finish)."""
+        return self.rows_removed == 0 and not self.raw.get("resumes")
+
+    def apply(self) -> EraseReport:
+        """Erases the rows physically and writes the audit record."""
+        r = _json.loads(self._plan.apply())
+        a = r["audit"]
+        return EraseReport(a["seq"], a["blobs_deleted"], a["bytes_written"], r["seconds"], r)
+
+    def __repr__(self) -> str:
+        return (
+            f"ErasePlan(table={self.table!r}, rows_removed={self.rows_removed}, files={self.files}, "
+            f"versions={self.versions}, bytes_to_write={self.bytes_to_write})"
+        )
+
+
+class Repo:
+    """A tablepin repository.
+
+    `Repo()` finds it as the command does: `TABLEPIN_REPO`, else a
+    `.tablepin` folder in the current folder or a parent. `Repo(path)`
+    opens the one at `path` (a project folder holding `.tablepin`, or the
+    repository folder itself).
+    """
+
+    def __init__(self, path_or_url: str | _os.PathLike[str] | None = None):
+        if path_or_url is None:
+            path_or_url = _os.environ.get("TABLEPIN_REPO") or None
+        self._repo = _tablepin._Repo.open(None if path_or_url is None else _os.fspath(path_or_url))
+
+    @classmethod
+    def init(cls, path_or_url: str | _os.PathLike[str] | None = None) -> Repo:
+        """Creates a repository: at `path_or_url`, or in `.tablepin` of the
+        current folder (as `tablepin init`)."""
+        at = _os.fspath(path_or_url) if path_or_url is not None else _os.path.join(_os.getcwd(), ".tablepin")
+        self = cls.__new__(cls)
+        self._repo = _tablepin._Repo.init(at)
+        return self
+
+    @property
+    def location(self) -> str:
+        """Where the repository is (its folder, or URL)."""
+        return self._repo.location
+
+    def __repr__(self) -> str:
+        return f"Repo({self.location!r})"
+
+    # Reads
+
+    def scan(
+        self,
+        table: str,
+        rev: str = "main",
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,
+        limit: int | None = None,
+    ) -> Scan:
+        """The rows of `table` at `rev` (a branch, tag, version id or prefix,
+        `HEAD`, `main~3`, a date) as a stream of record batches.
+
+        `columns` picks columns (only those, the key and the filter's are
+        decoded); `filter` keeps the rows an SQL condition over the columns
+        matches (`"Country = 'France' AND Quantity < 0"`), evaluated by the
+        engine; `limit` keeps the first rows (key order for a keyed table).
+        """
+        reader, meta = self._repo.scan(
+            table, rev, list(columns) if columns is not None else None, filter, limit
+        )
+        return Scan(reader, _json.loads(meta))
+
+    def read(
+        self,
+        table: str,
+        rev: str = "main",
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,
+        limit: int | None = None,
+    ) -> _pa.Table:
+        """The rows of `table` at `rev` as a pyarrow Table (see `scan`)."""
+        return self.scan(table, rev, columns, filter, limit).read_all()
+
+    # Writes
+
+    def commit(
+        self,
+        table: str,
+        data: Any,
+        mode: str = "overwrite",
+        key: Sequence[str] | str | None = None,
+        message: str = "",
+        branch: str | None = None,
+        *,
+        allow_schema_change: bool = False,
+        cast: bool = False,
+        create_branch: bool = False,
+    ) -> Version:
+        """Commits rows to `table`: a pyarrow Table or RecordBatchReader, a
+        pandas or polars DataFrame, or any object with `__arrow_c_stream__`.
+
+        `mode` is "overwrite" (the rows are the table now), "append",
+        "upsert" or "delete" (by key). `key` names the key columns on the
+        first commit. Only the rows that changed are stored.
+        """
+        if isinstance(key, str):
+            key = [key]
+        out = self._repo.commit(
+            table, _arrow_stream(data), mode, list(key) if key is not None else None, message,
+            branch, allow_schema_change, cast, create_branch,
+        )
+        return Version._from(_json.loads(out))
+
+    # History and refs
+
+    def log(self, branch: str | None = None, max: int | None = None, table: str | None = None) -> list[LogEntry]:
+        """A branch's versions, newest first; `table` keeps those that changed it."""
+        out = self._repo.log(branch or "main", max, table)
+        return [LogEntry._from(e) for e in _json.loads(out)]
+
+    def show(self, rev: str = "main") -> VersionInfo:
+        """A version: its record and each table's rows, content hash and columns."""
+        return VersionInfo._from(_json.loads(self._repo.show(rev)))
+
+    def resolve(self, rev: str) -> str:
+        """The full version id `rev` names."""
+        return self._repo.resolve(rev)
+
+    def tags(self) -> list[Ref]:
+        """Every tag, with the version it names and its message."""
+        return [Ref._from("tag", r) for r in _json.loads(self._repo.refs("tag"))]
+
+    def branches(self) -> list[Ref]:
+        """Every branch, with its head."""
+        return [Ref._from("branch", r) for r in _json.loads(self._repo.refs("branch"))]
+
+    def _ref(self, kind: str, name: str) -> Ref:
+        for r in _json.loads(self._repo.refs(kind)):
+            if r["name"] == name:
+                return Ref._from(kind, r)
+        raise InternalError(f"{kind} '{name}' was made but is not listed")
+
+    def tag(self, name: str, rev: str = "main", message: str = "") -> Ref:
+        """Tags the version `rev` names; a tag never moves (but for an erasure)."""
+        self._repo.create_ref("tag", name, rev, message)
+        return self._ref("tag", name)
+
+    def delete_tag(self, name: str) -> str:
+        """Deletes a tag; the version it named (which retention may then expire)."""
+        return self._repo.delete_ref("tag", name, False)
+
+    def branch(self, name: str, rev: str = "main") -> Ref:
+        """Creates a branch at `rev`."""
+        self._repo.create_ref("branch", name, rev, "")
+        return self._ref("branch", name)
+
+    def delete_branch(self, name: str, force: bool = False) -> str:
+        """Deletes a branch (main, or the only one, needs `force`)."""
+        return self._repo.delete_ref("branch", name, force)
+
+    # Checks, retention, erasure
+
+    def verify(self) -> VerifyReport:
+        """Reads and checks every blob, ref, version and content hash."""
+        return VerifyReport._from(_json.loads(self._repo.verify()))
+
+    def verify_erased(self) -> ErasedCheck:
+        """Checks that no stored data file holds a row an erasure removed."""
+        return ErasedCheck._from(_json.loads(self._repo.verify_erased()))
+
+    def gc(
+        self,
+        keep_last: int | None = None,
+        keep_within: _dt.timedelta | float | None = None,
+        keep_tags: bool = True,
+        grace: _dt.timedelta | float = _dt.timedelta(hours=1),
+    ) -> GcPlan:
+        """Plans retention: keep the last `keep_last` versions of each
+        branch, those younger than `keep_within`, and (by default) every
+        tagged version. Nothing is deleted until `.apply()`."""
+        return GcPlan(self._repo.gc_plan(keep_last, _ms(keep_within), keep_tags, _ms(grace)))
+
+    def erase(self, table: str, where: str, reason: str) -> ErasePlan:
+        """Plans erasing the rows of `table` that `where` (an SQL condition)
+        matches, from the live table and every kept version. Nothing is
+        changed until `.apply()`."""
+        return ErasePlan(self._repo.erase_plan(table, where, reason))
+
+    def audit(self) -> list[dict[str, Any]]:
+        """The erasures' audit records, oldest first."""
+        return _json.loads(self._repo.audit())

@@ -1,0 +1,265 @@
+"""The Python package (issue 22): commit from pyarrow, pandas and polars, read
+any version back from Python and from the CLI value for value, hand rows to
+other engines as an Arrow stream, prove them with the content hash, and
+raise one exception class per kind of failure."""
+
+import datetime as dt
+import os
+import threading
+import time
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+
+import tablepin
+from conftest import cli
+from test_export_types import golden, same
+
+
+def test_a_repository_is_made_found_and_opened_as_the_cli_does(tmp_path, monkeypatch):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    assert repo.location.endswith("r")
+    # A project folder: `tablepin init` there, then Repo() from a subfolder.
+    cli(tmp_path, "init")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert tablepin.Repo().location == str(tmp_path / ".tablepin")
+    monkeypatch.setenv("TABLEPIN_REPO", str(tmp_path / "r"))
+    assert tablepin.Repo().location == str(tmp_path / "r")
+    monkeypatch.delenv("TABLEPIN_REPO")
+    monkeypatch.chdir("/")
+    with pytest.raises(tablepin.NotFound, match=r"^no tablepin repository in / or any parent folder"):
+        tablepin.Repo()
+
+
+def pandas_frame():
+    return pd.DataFrame(
+        {
+            "id": [3, 1, 2],
+            "when": pd.to_datetime(["2010-12-01 08:26", "2011-01-04 10:00", "2011-12-09 12:50"]),
+            "qty": pd.array([6, None, -2], dtype="Int64"),
+            "country": pd.Categorical(["France", "EIRE", "France"]),
+            "price": [2.55, 3.39, 0.85],
+        }
+    )
+
+
+def test_pandas_rows_round_trip_through_python_and_the_cli(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    df = pandas_frame()
+    v = repo.commit("sales", df, key="id", message="from pandas")
+    assert (v.rows, v.change.rows_added, v.branch) == (3, 3, "main")
+    assert v.change.checks == ("rows", "schema", "files", "content")
+    got = repo.read("sales")
+    # Key order; the categorical comes back as its values.
+    assert got.column("id").to_pylist() == [1, 2, 3]
+    want = df.sort_values("id").reset_index(drop=True)
+    back = got.to_pandas()
+    assert str(back["when"].dtype).startswith("datetime64")
+    assert back["when"].tolist() == want["when"].tolist()
+    assert back["qty"].astype("Int64").tolist() == want["qty"].tolist()
+    assert back["country"].tolist() == want["country"].astype(str).tolist()
+    assert back["price"].tolist() == want["price"].tolist()
+    # The CLI reads the same rows and the same content hash.
+    cli(tmp_path, "--repo", "r", "export", "main", "sales", "-o", "out.arrow")
+    exported = ipc.open_file(tmp_path / "out.arrow").read_all()
+    assert exported.equals(got)
+    shown = cli(tmp_path, "--repo", "r", "--json", "show", "main")
+    assert shown["tables"][0]["content_hash"] == v.content_hash == tablepin.content_hash(got)
+
+
+def test_polars_and_pyarrow_rows_round_trip(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    frame = pl.DataFrame({"id": [1, 2, 3], "name": ["a", None, "ü"], "x": [0.5, None, 2.0]})
+    v = repo.commit("p", frame, key=["id"])
+    # polars takes the stream as a DataFrame (pl.from_arrow of a bare stream
+    # gives one struct Series, as for any Arrow stream), or the read table.
+    assert pl.DataFrame(repo.scan("p")).rows() == frame.rows()
+    assert pl.from_arrow(repo.scan("p")).struct.unnest().rows() == frame.rows()
+    assert pl.from_arrow(repo.read("p")).rows() == frame.rows()
+    assert tablepin.content_hash(frame) == v.content_hash
+    # Upsert from a pyarrow table, read the old version by id.
+    change = pa.table({"id": [2, 4], "name": ["b", "d"], "x": [1.0, 4.0]})
+    v2 = repo.commit("p", change, mode="upsert")
+    assert (v2.change.rows_added, v2.change.rows_changed) == (1, 1)
+    assert pl.from_arrow(repo.read("p", rev=v.version)).rows() == frame.rows()
+    assert repo.read("p", rev="main~1").equals(repo.read("p", rev=v.version[:10]))
+    assert repo.read("p").column("name").to_pylist() == ["a", "b", "ü", "d"]
+
+
+def test_every_type_of_the_rowhash_golden_set_survives(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    t = golden()
+    v = repo.commit("g", t, key="id")
+    got = repo.read("g")
+    assert got.schema.remove_metadata() == t.schema
+    assert same(got.to_pylist(), t.to_pylist())
+    assert tablepin.content_hash(t) == v.content_hash
+    # The same rows committed by the CLI from a file hash alike.
+    with ipc.new_file(tmp_path / "g.arrow", t.schema) as w:
+        w.write_table(t)
+    out = cli(tmp_path, "--repo", "r", "--json", "commit", "g2", "g.arrow", "--key", "id")
+    assert out["content_hash"] == v.content_hash
+
+
+def test_a_scan_is_an_arrow_stream_for_pyarrow_polars_and_duckdb(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    n = 50_000
+    t = pa.table({"id": pa.array(range(n), pa.int64()), "g": pa.array([i % 7 for i in range(n)], pa.int64())})
+    repo.commit("t", t, key="id")
+    r = pa.RecordBatchReader.from_stream(repo.scan("t"))
+    assert r.read_all().equals(t)
+    assert pl.DataFrame(repo.scan("t")).height == n
+    s = repo.scan("t", columns=["g"])
+    assert duckdb.sql("select sum(g) as s from s").fetchall() == [(sum(i % 7 for i in range(n)),)]
+    # Columns, a filter evaluated by the engine, and a limit.
+    few = repo.read("t", columns=["g", "id"], filter="g = 3 AND id < 100", limit=5)
+    assert few.column_names == ["g", "id"]
+    assert few.column("id").to_pylist() == [3, 10, 17, 24, 31]
+    scan = repo.scan("t", filter="id >= 49990")
+    assert (scan.rows, scan.read_all().num_rows) == (n, 10)
+
+
+def test_log_show_refs_and_typed_answers(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    v1 = repo.commit("t", pa.table({"id": [1, 2]}), key="id", message="first")
+    tag = repo.tag("train-v1", message="model A")
+    assert (tag.name, tag.version, tag.message) == ("train-v1", v1.version, "model A")
+    v2 = repo.commit("t", pa.table({"id": [3]}), mode="append", message="second")
+    log = repo.log()
+    assert [e.version for e in log] == [v2.version, v1.version]
+    assert log[0].message == "second" and log[0].tables["t"].rows == 3
+    assert isinstance(log[0].time, dt.datetime) and log[0].time.tzinfo is not None
+    assert log[0].changes["t"].rows_added == 1
+    info = repo.show("train-v1")
+    assert info.version == v1.version and info.tables["t"].key == ("id",)
+    assert info.tables["t"].columns[0].name == "id"
+    assert [t.name for t in repo.tags()] == ["train-v1"]
+    b = repo.branch("dev", rev="train-v1")
+    assert b.version == v1.version
+    assert {b.name for b in repo.branches()} == {"main", "dev"}
+    dev = repo.commit("t", pa.table({"id": [9]}), mode="append", branch="dev")
+    assert repo.read("t", rev="dev").column("id").to_pylist() == [1, 2, 9]
+    assert repo.delete_branch("dev") == dev.version
+    assert [b.name for b in repo.branches()] == ["main"]
+    assert "Version(" in repr(v2) and "LogEntry(" in repr(log[0])
+
+
+def test_verify_gc_and_erase_plan_then_apply(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    base = pa.table({"id": list(range(100)), "who": ["x"] * 99 + ["alice"]})
+    repo.commit("t", base, key="id")
+    repo.tag("kept")
+    for i in range(3):
+        repo.commit("t", pa.table({"id": [1000 + i], "who": ["y"]}), mode="append")
+    assert repo.verify().ok
+    plan = repo.gc(keep_last=1, grace=0)
+    assert plan.versions_expired == 2 and "GcPlan(" in repr(plan)
+    report = plan.apply()
+    assert report.tombstones == 2
+    with pytest.raises(tablepin.BadInput, match="this plan was applied already"):
+        plan.apply()
+    erase = repo.erase("t", "who = 'alice'", reason="request 17")
+    assert erase.rows_removed == 1 and "kept" in erase.tags
+    done = erase.apply()
+    assert done.audit == 1 and repo.audit()[0]["reason"] == "request 17"
+    assert "alice" not in repo.read("t", rev="kept").column("who").to_pylist()
+    check = repo.verify_erased()
+    assert check.ok and check.records == 1 and check.rows > 0
+    assert repo.verify().ok
+
+
+def test_every_error_class_with_its_message(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    repo.commit("t", pa.table({"id": [1, 2]}), key="id")
+    repo.tag("a")
+    with pytest.raises(tablepin.NotFound, match=r"^version [0-9a-f]{12} has no table 'nope' \(tables: t\)$"):
+        repo.read("nope")
+    with pytest.raises(tablepin.BadInput, match=r"^table 't' has no column 'x' \(columns: id\)$"):
+        repo.read("t", columns=["x"])
+    with pytest.raises(tablepin.BadInput, match=r"mode is one of 'overwrite', 'append', 'upsert' or 'delete', not 'merge'"):
+        repo.commit("t", pa.table({"id": [1]}), mode="merge")
+    with pytest.raises(tablepin.BadInput, match=r"^cannot commit a list"):
+        repo.commit("t", [1, 2])
+    with pytest.raises(tablepin.Conflict, match=r"^tag 'a' exists already"):
+        repo.tag("a")
+    with pytest.raises(tablepin.StorageError, match=r"^cannot write '/dev/null/r'"):
+        tablepin.Repo.init("/dev/null/r")
+    # A damaged data file is named.
+    blob = repo.show("main").tables["t"]
+    assert blob.files == 1
+    objects = [p for p in (tmp_path / "r" / "objects").rglob("*") if p.is_file()]
+    data = [p for p in objects if p.read_bytes()[:4] == b"PAR1"]
+    assert len(data) == 1
+    raw = bytearray(data[0].read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data[0].write_bytes(bytes(raw))
+    with pytest.raises(tablepin.Damaged, match=data[0].name[:12]):
+        repo.read("t")
+    for cls in (tablepin.NotFound, tablepin.BadInput, tablepin.Conflict, tablepin.Damaged,
+                tablepin.StorageError, tablepin.InternalError):
+        assert issubclass(cls, tablepin.Error)
+
+
+def test_a_python_thread_runs_while_a_long_read_runs(tmp_path):
+    bin_out = tmp_path / "big.parquet"
+    cli(tmp_path, "generate", "--rows", "1000000", "-o", str(bin_out))
+    cli(tmp_path, "init")
+    cli(tmp_path, "commit", "sales", str(bin_out), "--key", "id")
+    repo = tablepin.Repo(tmp_path)
+    ticks = 0
+    stop = threading.Event()
+
+    def tick():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    th = threading.Thread(target=tick)
+    th.start()
+    try:
+        before = ticks
+        t0 = time.perf_counter()
+        rows = repo.read("sales")
+        took = time.perf_counter() - t0
+        during = ticks - before
+    finally:
+        stop.set()
+        th.join()
+    assert rows.num_rows == 1_000_000
+    # With the GIL held for the whole read, the thread could not tick at all.
+    assert during >= 5 and took > 0, (during, took)
+
+
+def test_zero_copy_read_peak_memory(tmp_path):
+    """Reading the head of the generated 1,000,000-row table into pyarrow
+    raises peak memory by at most 1.3 times the table's nbytes (measured
+    in a fresh process: its peak RSS before and after the read)."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "big.parquet"
+    cli(tmp_path, "generate", "--rows", "1000000", "-o", str(f))
+    cli(tmp_path, "init")
+    cli(tmp_path, "commit", "sales", str(f), "--key", "id")
+    code = (
+        "import resource, tablepin, json\n"
+        "repo = tablepin.Repo('.')\n"
+        "repo.show('main')\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        "t = repo.read('sales')\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        "print(json.dumps({'nbytes': t.nbytes, 'rise': after - before, 'rows': t.num_rows}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    m = json.loads(out.stdout)
+    assert m["rows"] == 1_000_000
+    assert m["rise"] <= 1.3 * m["nbytes"], m
