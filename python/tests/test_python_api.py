@@ -263,3 +263,14 @@ def test_zero_copy_read_peak_memory(tmp_path):
     m = json.loads(out.stdout)
     assert m["rows"] == 1_000_000
     assert m["rise"] <= 1.3 * m["nbytes"], m
+
+
+def test_a_file_url_is_a_folder_and_other_schemes_say_why(tmp_path):
+    url = f"file://{tmp_path / 'by-url'}"
+    repo = tablepin.Repo.init(url)
+    repo.commit("t", pa.table({"id": [1, 2]}), key="id")
+    assert tablepin.Repo(url).read("t").num_rows == 2
+    with pytest.raises(tablepin.StorageError, match="no 's3' support"):
+        tablepin.Repo("s3://bucket/prefix")
+    with pytest.raises(tablepin.NotFound, match="^no tablepin repository in /nonexistent/r"):
+        tablepin.Repo("/nonexistent/r")

@@ -35,9 +35,7 @@ async fn open(cli_repo: &Option<String>) -> Result<Repo> {
     let fault = std::env::var("TABLEPIN_FAULT_AFTER_WRITES")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
-    let store = tablepin::Store::open(&location).map_err(|_| tablepin::Error::NoRepository {
-        start: location.clone(),
-    })?;
+    let store = Repo::store_at(&location)?;
     Ok(Repo::open_store(store.with_fault_after(fault)).await?)
 }
 

@@ -876,3 +876,22 @@ fn leftovers_of_interrupted_writes_are_listed_by_verify_and_removed_by_gc() {
     assert!(!left.exists());
     p.run(&["verify"]).ok();
 }
+
+#[test]
+fn a_repository_url_says_what_is_wrong_with_it_and_file_urls_work() {
+    let p = Project::new();
+    // An unsupported scheme is not "no repository here; run init there".
+    p.run(&["--repo", "s3://bucket/prefix", "log"])
+        .fails(1, "this build of tablepin has no 's3' support");
+    // A folder that does not exist is no repository.
+    p.run(&["--repo", "/nonexistent/r", "log"])
+        .fails(3, "no tablepin repository in /nonexistent/r");
+    // A file:// URL is a folder: init creates it, and every command reads it.
+    let url = format!("file://{}", p.file("by-url").display());
+    p.run(&["--repo", &url, "init"]).ok();
+    let f = p.write("s.csv", SALES);
+    p.run(&["--repo", &url, "commit", "sales", &f, "--key", "id"])
+        .ok();
+    let shown = json(&p.run(&["--repo", &url, "--json", "show", "main"]));
+    assert_eq!(shown["tables"][0]["rows"], 3);
+}

@@ -249,6 +249,17 @@ pub(crate) fn last_named(log: &[RefEntry]) -> Option<VersionId> {
     log.iter().rev().find_map(|e| e.target)
 }
 
+/// The local folder a location names: a path, or a `file://` URL.
+fn local_folder(location: &str) -> Option<std::path::PathBuf> {
+    if !location.contains("://") {
+        return Some(location.into());
+    }
+    url::Url::parse(location)
+        .ok()
+        .filter(|u| u.scheme() == "file")
+        .and_then(|u| u.to_file_path().ok())
+}
+
 /// Names as a comma-separated list, or "none".
 pub(crate) fn list_or_none<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let v: Vec<&str> = names.into_iter().collect();
@@ -324,8 +335,8 @@ impl Repo {
     /// Creates a repository at `location` (a folder, created if missing, or
     /// `memory://`).
     pub async fn init(location: &str, write: WriteSettings) -> Result<Repo> {
-        if !location.contains("://") {
-            std::fs::create_dir_all(location).map_err(|e| Error::Output {
+        if let Some(folder) = local_folder(location) {
+            std::fs::create_dir_all(&folder).map_err(|e| Error::Output {
                 path: location.to_string(),
                 message: e.to_string(),
             })?;
@@ -362,13 +373,22 @@ impl Repo {
 
     /// Opens an existing repository.
     pub async fn open(location: &str) -> Result<Repo> {
-        Self::open_store(Store::open(location).map_err(|e| match e {
-            StoreError::Location { .. } => Error::NoRepository {
-                start: location.to_string(),
-            },
+        Self::open_store(Self::store_at(location)?).await
+    }
+
+    /// The store of the repository at `location`: a local folder or
+    /// `file://` URL that does not exist is [`Error::NoRepository`]; any
+    /// other location that cannot be opened (a scheme this build does not
+    /// support, say) says why.
+    pub fn store_at(location: &str) -> Result<Store> {
+        Store::open(location).map_err(|e| match e {
+            StoreError::Location { .. } if local_folder(location).is_some() => {
+                Error::NoRepository {
+                    start: location.to_string(),
+                }
+            }
             e => e.into(),
-        })?)
-        .await
+        })
     }
 
     /// Opens a repository over a store (tests, fault injection).
