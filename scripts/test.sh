@@ -17,6 +17,13 @@ trap 'rm -f "$log"' EXIT
 set +e
 cargo test --workspace --release --locked --no-fail-fast 2>&1 | tee "$log"
 rust=${PIPESTATUS[0]}
+# The engine's example program (cargo test built it; it asserts what it shows).
+if "$CARGO_TARGET_DIR/release/examples/embed" >/dev/null; then
+  echo "example embed: ok"
+else
+  echo "example embed: FAILED"
+  rust=1
+fi
 set -e
 
 # The binary the Python tests drive: the test build above made it (a

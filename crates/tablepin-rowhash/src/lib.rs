@@ -382,7 +382,7 @@ impl RowEncoder {
 const PARALLEL_MIN_ROWS: usize = 4 * 1024;
 
 /// The rowhash-v1 hash of every row of a batch, in row order. A batch of
-/// more than [`PARALLEL_MIN_ROWS`] rows is hashed in pieces of that many on
+/// more than `PARALLEL_MIN_ROWS` rows is hashed in pieces of that many on
 /// the process's shared worker threads (`tablepin_format::try_map`).
 pub fn hash_rows(batch: &RecordBatch) -> Result<Vec<RowHash>, RowHashError> {
     let enc = RowEncoder::new(batch)?;

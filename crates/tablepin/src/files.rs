@@ -257,7 +257,7 @@ fn canonical(t: &DataType) -> DataType {
     }
 }
 
-/// Casts views and dictionaries to plain arrays (see [`canonical`]).
+/// Casts views and dictionaries to plain arrays (`canonical` says which).
 pub fn normalize(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,

@@ -5,7 +5,7 @@
 //! vector. Writes never rewrite an old file: new and changed rows go to new
 //! files, old positions are hidden by new deletion vectors. Reads decode each
 //! file minus its deletion vector and, for a keyed table, merge the files in
-//! key order ([`merge`]). The commit planner ([`plan`]) turns "here is the
+//! key order (`merge`). The commit planner (`plan`) turns "here is the
 //! table now" (or rows to append, upsert or delete) into the smallest set of
 //! new blobs, and updates the content hash in O(changed rows).
 
