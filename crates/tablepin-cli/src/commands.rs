@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use arrow::util::pretty::pretty_format_batches;
 use serde_json::json;
+use tablepin::format::FileEntry;
 use tablepin::{CommitOptions, Mode, RefKind, Repo, WriteSettings};
 
 use crate::cli::*;
@@ -392,7 +393,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
                     "table": n, "rows": s.rows, "content_hash": s.content_hash, "key": s.key,
                     "schema": s.schema.fields().iter().map(|f| json!({"name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable()})).collect::<Vec<_>>(),
                     "files": s.files.iter().map(file_json).collect::<Vec<_>>(),
-                    "bytes": s.files.iter().map(|f| f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes)).sum::<u64>(),
+                    "bytes": s.files.iter().map(FileEntry::stored_bytes).sum::<u64>(),
                 })
             })
             .collect();
@@ -420,11 +421,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
         outln!("replaces {r} (erasure)");
     }
     for (name, s) in &tables {
-        let bytes: u64 = s
-            .files
-            .iter()
-            .map(|f| f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes))
-            .sum();
+        let bytes: u64 = s.files.iter().map(FileEntry::stored_bytes).sum();
         outln!(
             "\ntable '{name}': {} rows, key [{}], content hash {} (rowhash-v1)",
             s.rows,

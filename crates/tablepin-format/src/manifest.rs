@@ -206,6 +206,12 @@ impl FileEntry {
     pub fn live_rows(&self) -> u64 {
         self.rows - self.deletes.as_ref().map_or(0, |d| d.count)
     }
+
+    /// Bytes stored for the file in this snapshot: the data file and its
+    /// deletion vector.
+    pub fn stored_bytes(&self) -> u64 {
+        self.bytes + self.deletes.as_ref().map_or(0, |d| d.bytes)
+    }
 }
 
 /// A table at one version: schema, key, files, row count and content hash.

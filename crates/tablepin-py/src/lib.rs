@@ -19,6 +19,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use serde::Serialize;
+use tablepin::format::FileEntry;
 use tablepin::{
     CommitOptions, EraseOptions, ErasePlan, ErrorKind, GcPlan, GcPolicy, LogOptions, Mode,
     NoProgress, RefKind, Repo, ScanOptions, WriteSettings,
@@ -333,7 +334,7 @@ impl PyRepo {
                         "name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable()
                     })).collect::<Vec<_>>(),
                     "files": s.files.len(),
-                    "bytes": s.files.iter().map(|f| f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes)).sum::<u64>(),
+                    "bytes": s.files.iter().map(FileEntry::stored_bytes).sum::<u64>(),
                 }));
             }
             Ok(serde_json::json!({
