@@ -22,6 +22,7 @@ mod output;
 mod admin;
 mod cli;
 mod commands;
+mod compare;
 
 use std::process::ExitCode;
 
@@ -129,12 +130,22 @@ fn usage_error(e: clap::Error, json: bool) -> ExitCode {
         _ => {}
     }
     let text = e.render().to_string();
-    let first = text
-        .lines()
+    let mut lines = text.lines();
+    let mut first = lines
         .next()
         .unwrap_or("")
         .trim_start_matches("error: ")
-        .trim_end_matches('.');
+        .trim_end_matches('.')
+        .to_string();
+    // "the following required arguments were not provided:" lists them on
+    // the next, indented lines: keep them in the sentence.
+    if first.ends_with(':') {
+        let listed: Vec<&str> = lines
+            .take_while(|l| l.starts_with("  "))
+            .map(str::trim)
+            .collect();
+        first = format!("{first} {}", listed.join(", "));
+    }
     let msg = match e.kind() {
         K::InvalidSubcommand => {
             let name = first.split('\'').nth(1).unwrap_or("").to_string();

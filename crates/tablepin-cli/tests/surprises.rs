@@ -393,7 +393,13 @@ fn messages_say_each_thing_once_and_plainly() {
         3,
         "the branch heads have no table 'nope' (tables: plain)",
     );
-    for cmd in ["restore", "merge"] {
+    // A missing argument is named (the sentence lost the list once).
+    p.fails_unchanged(
+        &["export"],
+        2,
+        "the following required arguments were not provided: --output <OUTPUT>, <REV>, <TABLE>;",
+    );
+    for cmd in ["checkout", "merge"] {
         let r = p.fails_unchanged(&[cmd], 2, &format!("'{cmd}' is not a tablepin command"));
         assert!(!r.stderr.contains("erase"), "{}", r.stderr);
     }
