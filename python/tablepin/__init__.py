@@ -43,6 +43,8 @@ from ._types import (
     LogEntry,
     Ref,
     Replaced,
+    Restored,
+    TableDiff,
     TableInfo,
     TableState,
     Version,
@@ -56,7 +58,7 @@ __all__ = [
     "Repo", "Scan", "GcPlan", "ErasePlan", "content_hash",
     "Error", "BadInput", "NotFound", "Conflict", "Damaged", "StorageError", "InternalError",
     "Version", "Change", "LogEntry", "TableState", "VersionInfo", "TableInfo", "Column",
-    "Ref", "Replaced", "Erasure", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
+    "Ref", "Replaced", "Erasure", "TableDiff", "Restored", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
 ]
 
 
@@ -301,6 +303,32 @@ class Repo:
             branch, allow_schema_change, cast, create_branch,
         )
         return Version._from(_json.loads(out))
+
+    # Comparing and restoring
+
+    def diff(self, old: str, new: str = "main", table: str | None = None) -> list[TableDiff]:
+        """What differs between two revisions, per table: keys added, removed
+        and modified (unkeyed: rows only one side has), with the differing
+        rows as a pyarrow.Table. Reads only what the versions do not share."""
+        return [
+            TableDiff._from(_json.loads(meta), rows.read_all())
+            for meta, rows in self._repo.diff(old, new, table)
+        ]
+
+    def sql(self, query: str) -> _pa.Table:
+        """A read-only SQL query (DataFusion) over any table at any version:
+        `sales` is main's head, `"sales@train-v1"` the table at a tag (any
+        revision), so two versions join like two tables. Only the columns the
+        query reads are decoded."""
+        reader, _meta = self._repo.sql(query)
+        return reader.read_all()
+
+    def restore(
+        self, rev: str, table: str | None = None, message: str | None = None, branch: str = "main"
+    ) -> Restored:
+        """A new version on `branch` whose tables (or `table` only) are those
+        of `rev`; no data is copied."""
+        return Restored._from(_json.loads(self._repo.restore(rev, table, message, branch)))
 
     # History and refs
 

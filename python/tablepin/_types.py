@@ -265,3 +265,61 @@ class ErasedCheck:
     @classmethod
     def _from(cls, d: dict[str, Any]) -> ErasedCheck:
         return cls(d["records"], d["files"], d["rows"], tuple((b, n) for b, n in d["holders"]))
+
+
+@dataclass(frozen=True)
+class TableDiff:
+    """What differs in one table between two versions (`Repo.diff`)."""
+
+    table: str
+    key: tuple[str, ...]
+    """The key rows were matched by; empty: compared as multisets of rows."""
+    old: str
+    new: str
+    old_rows: int | None
+    """Rows in the older version; None: it has no such table."""
+    new_rows: int | None
+    old_content_hash: str | None
+    new_content_hash: str | None
+    added: int
+    removed: int
+    modified: int
+    modified_by_column: dict[str, int]
+    columns_added: tuple[str, ...]
+    columns_dropped: tuple[str, ...]
+    columns_retyped: tuple[str, ...]
+    files_read: int
+    """Data files read; those both versions see alike are not."""
+    files_shared: int
+    rows: Any = field(repr=False)
+    """A pyarrow.Table: `diff_type` (added, removed, modified), then
+    `from_C` and `to_C` for each column both versions have."""
+
+    @classmethod
+    def _from(cls, d: dict[str, Any], rows: Any) -> TableDiff:
+        c, cols, st = d["counts"], d["columns"], d["stats"]
+        return cls(
+            d["table"], tuple(d["key"]), d["old"], d["new"], d.get("old_rows"), d.get("new_rows"),
+            d.get("old_content_hash"), d.get("new_content_hash"), c["added"], c["removed"],
+            c["modified"], dict(c["modified_by_column"]), tuple(cols["added"]),
+            tuple(cols["dropped"]), tuple(cols["retyped"]), st["files_read"], st["files_shared"], rows,
+        )
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What `Repo.restore` did: the new version (None when the branch had
+    those tables already) and what changed, by table."""
+
+    source: str
+    version: str | None
+    parent: str | None
+    branch: str
+    changes: dict[str, Change]
+
+    @classmethod
+    def _from(cls, d: dict[str, Any]) -> Restored:
+        return cls(
+            d["from"], d.get("version"), d.get("parent"), d["branch"],
+            {t: Change._from(c) for t, c in d["changes"].items()},
+        )

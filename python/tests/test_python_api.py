@@ -274,3 +274,40 @@ def test_a_file_url_is_a_folder_and_other_schemes_say_why(tmp_path):
         tablepin.Repo("s3://bucket/prefix")
     with pytest.raises(tablepin.NotFound, match="^no tablepin repository in /nonexistent/r"):
         tablepin.Repo("/nonexistent/r")
+
+
+def test_diff_names_changed_keys_with_old_and_new_values_and_restore_brings_a_tag_back(tmp_path):
+    repo = tablepin.Repo.init(str(tmp_path / "repo"))
+    first = pa.table({"id": [1, 2, 3], "qty": [5, 6, 7]})
+    repo.commit("sales", first, key=["id"])
+    repo.tag("v1")
+    repo.commit("sales", pa.table({"id": [2, 4], "qty": [60, 1]}), mode="upsert")
+    [d] = repo.diff("v1", "main")
+    assert (d.table, d.key, d.added, d.removed, d.modified) == ("sales", ("id",), 1, 0, 1)
+    assert d.modified_by_column == {"qty": 1}
+    rows = d.rows.to_pylist()
+    assert rows == [
+        {"diff_type": "modified", "from_id": 2, "to_id": 2, "from_qty": 6, "to_qty": 60},
+        {"diff_type": "added", "from_id": None, "to_id": 4, "from_qty": None, "to_qty": 1},
+    ]
+    r = repo.restore("v1")
+    assert r.version is not None and r.changes["sales"].rows_deleted == 1
+    assert repo.show("main").tables["sales"].content_hash == repo.show("v1").tables["sales"].content_hash
+    assert repo.restore("v1").version is None
+    with pytest.raises(tablepin.NotFound, match="no table 'nope'"):
+        repo.diff("v1", "main", "nope")
+
+
+def test_sql_joins_two_versions_and_polars_reads_the_answer(tmp_path):
+    repo = tablepin.Repo.init(str(tmp_path / "repo"))
+    repo.commit("sales", pa.table({"id": [1, 2, 3], "qty": [5, 6, 7]}), key=["id"])
+    repo.tag("v1")
+    repo.commit("sales", pa.table({"id": [2], "qty": [60]}), mode="upsert")
+    t = repo.sql('SELECT o.id, o.qty AS before, n.qty AS after FROM "sales@v1" o '
+                 "JOIN sales n ON o.id = n.id WHERE o.qty <> n.qty")
+    assert t.to_pylist() == [{"id": 2, "before": 6, "after": 60}]
+    assert pl.from_arrow(t).shape == (1, 3)
+    with pytest.raises(tablepin.NotFound, match="unknown revision 'v9'"):
+        repo.sql('SELECT * FROM "sales@v9"')
+    with pytest.raises(tablepin.BadInput, match="SQL syntax error"):
+        repo.sql("SELEC 1")

@@ -49,6 +49,34 @@ pub enum Command {
     Export(ExportArgs),
     /// Print the first rows of a table of a version.
     Cat(CatArgs),
+    /// Show what differs between two revisions: keys added, removed and
+    /// modified (with each changed column's old and new value), or, for an
+    /// unkeyed table, the rows only one side has.
+    ///
+    /// Only what the two versions do not share is read: data files both see
+    /// alike are skipped, so a diff costs what changed, not the table.
+    /// Output rows have a `diff_type` column (added, removed, modified), then
+    /// `from_C` and `to_C` for each column C.
+    Diff(DiffArgs),
+    /// Run a read-only SQL query (DataFusion) over any table at any version.
+    ///
+    /// A table is named `sales` (main's head) or "sales@REV" (at a tag,
+    /// branch, version id, main~3 or main@2010-12-01; quoted, as `@` needs),
+    /// so two versions join like two tables:
+    ///
+    ///   tablepin sql 'SELECT count(*) FROM "sales@train-v1" o JOIN sales n
+    ///   ON o.id = n.id WHERE o.qty <> n.qty'
+    ///
+    /// Only the columns the query reads are decoded, and its row filters are
+    /// applied while reading; every byte read is verified.
+    Sql(SqlArgs),
+    /// Make a new version on a branch whose tables are those of a revision
+    /// (no data is copied: the version names the revision's files).
+    ///
+    /// The versions in between stay in the log, as `git revert` keeps them;
+    /// restoring a tag a model trained on gives a head with that tag's
+    /// content hash.
+    Restore(RestoreArgs),
     /// Check every blob, ref and version, and recompute every content hash.
     Verify(VerifyArgs),
     /// Write a table's live rows again as full files in key order, without
@@ -240,6 +268,54 @@ pub struct CatArgs {
     /// Rows to print.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The older revision.
+    pub old: String,
+    /// The newer revision.
+    pub new: String,
+    /// Only this table (default: every table either revision has).
+    pub table: Option<String>,
+    /// Print counts only (per table and per column).
+    #[arg(long)]
+    pub stat: bool,
+    /// Rows to print per table (0: all).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub limit: usize,
+    /// Write every differing row to this file (.parquet, .csv, .arrow or
+    /// .feather); one table at a time.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// The query (one SELECT statement).
+    pub query: String,
+    /// Write the result to this file (.parquet, .csv, .arrow or .feather)
+    /// instead of printing it.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The revision whose tables the branch gets back.
+    pub rev: String,
+    /// Only this table; the branch's other tables stay as they are.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// The commit message (default: "restore REV").
+    #[arg(short, long)]
+    pub message: Option<String>,
+    /// The branch that gets the new version.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// How long to keep retrying while other writers commit to the branch.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub retry_for: humantime::Duration,
 }
 
 #[derive(Debug, Args)]

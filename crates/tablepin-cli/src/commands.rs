@@ -24,7 +24,7 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-fn usage(msg: impl Into<String>) -> anyhow::Error {
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
@@ -77,6 +77,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Export(a) => export(&open(&cli.repo).await?, a, json_out).await,
         Command::Cat(a) => cat(&open(&cli.repo).await?, a, json_out).await,
+        Command::Diff(a) => crate::compare::diff(&open(&cli.repo).await?, a, json_out).await,
+        Command::Sql(a) => crate::compare::sql(&open(&cli.repo).await?, a, json_out).await,
+        Command::Restore(a) => crate::compare::restore(&open(&cli.repo).await?, a, json_out).await,
         Command::Verify(a) => verify(&open(&cli.repo).await?, a, json_out).await,
         Command::Compact(a) => compact(&open(&cli.repo).await?, a, json_out).await,
         Command::Gc(a) => crate::admin::gc(&open(&cli.repo).await?, a, json_out).await,
@@ -586,41 +589,46 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
-    let read = read_rev(repo, &a.rev, &a.table).await?;
-    let mut left = a.limit;
-    let mut shown = Vec::new();
-    for b in &read.batches {
-        if left == 0 {
-            break;
+/// Rows as a JSON array of objects, one per row.
+pub fn rows_json(batches: &[arrow::array::RecordBatch]) -> Result<serde_json::Value> {
+    let mut buf = Vec::new();
+    {
+        let mut w = arrow::json::ArrayWriter::new(&mut buf);
+        for b in batches {
+            w.write(b)?;
         }
-        let take = left.min(b.num_rows());
-        shown.push(b.slice(0, take));
-        left -= take;
+        w.finish()?;
     }
+    Ok(if buf.is_empty() {
+        json!([])
+    } else {
+        serde_json::from_slice(&buf)?
+    })
+}
+
+async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
+    // Only the first rows are read: the files that can hold them, each up
+    // to the limit.
+    let opts = tablepin::ScanOptions {
+        limit: Some(a.limit),
+        ..Default::default()
+    };
+    let (read, replaced) = repo.scan(&a.rev, &a.table, &opts).await?;
+    if let Some(r) = &replaced {
+        eprintln!("note: {}", replaced_text(r));
+    }
+    let shown = read.batches;
     if json_out {
-        let mut buf = Vec::new();
-        {
-            let mut w = arrow::json::ArrayWriter::new(&mut buf);
-            for b in &shown {
-                w.write(b)?;
-            }
-            w.finish()?;
-        }
-        let rows: serde_json::Value = if buf.is_empty() {
-            json!([])
-        } else {
-            serde_json::from_slice(&buf)?
-        };
+        let rows = rows_json(&shown)?;
         output::json(
-            &json!({ "version": read.version, "table": a.table, "rows": rows, "total_rows": read.stats.rows }),
+            &json!({ "version": read.version, "table": a.table, "rows": rows, "total_rows": read.snapshot.rows }),
         )?;
     } else {
         outln!("{}", pretty_format_batches(&shown)?);
         outln!(
             "{} of {} rows of '{}' at {}",
-            shown.iter().map(|b| b.num_rows()).sum::<usize>(),
             read.stats.rows,
+            read.snapshot.rows,
             a.table,
             read.version.short(12)
         );

@@ -195,6 +195,8 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
         }
     }
 
+    let query = query_bench(&repo, &plain, opts.repeat.max(1)).await?;
+
     // verify.
     let vr = repo.verify(&tablepin::NoProgress).await?;
     if !vr.problems.is_empty() {
@@ -231,6 +233,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
             "ratio_to_streamed": head_m / streamed_m,
             "plain_streamed_seconds": streamed_s,
         },
+        "query": query,
         "verify": {
             "mb_per_s": vr.mb_per_s, "seconds": vr.seconds, "bytes": vr.bytes, "blobs": vr.blobs,
             "rows_hashed": vr.rows_hashed, "repository_bytes": stored,
@@ -240,6 +243,88 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
         out["lab_gc_erase"] = lab_gc_erase(data, dir.path()).await?;
     }
     Ok(out)
+}
+
+/// The query the SQL measurement runs: a filtered aggregate over one column.
+const AGGREGATE: &str = "SELECT sum(quantity) FROM sales WHERE country = 'France'";
+
+/// Diff and SQL against their baselines, interleaved: the diff of the last
+/// two versions (a weekly commit apart) against reading both whole, and a
+/// filtered aggregate through `Repo::sql` against DataFusion over the same
+/// rows decoded from one plain Parquet file (the two columns the query
+/// reads, with the same Parquet reader).
+async fn query_bench(
+    repo: &Repo,
+    plain: &std::path::Path,
+    repeat: usize,
+) -> Result<Value, LabError> {
+    let (mut diff_s, mut both_s, mut sql_s, mut df_s) = (vec![], vec![], vec![], vec![]);
+    let mut diff_rows_read = 0;
+    for _ in 0..repeat {
+        let t = Instant::now();
+        let d = repo.diff("main~1", "main", Some("sales")).await?;
+        diff_s.push(t.elapsed().as_secs_f64());
+        diff_rows_read = d.tables.first().map_or(0, |t| t.stats.rows_read);
+        drop(d);
+        let t = Instant::now();
+        let (a, b) = (
+            repo.read("main~1", "sales", None).await?,
+            repo.read("main", "sales", None).await?,
+        );
+        both_s.push(t.elapsed().as_secs_f64());
+        drop((a, b));
+        let t = Instant::now();
+        let ours = repo.sql(AGGREGATE).await?;
+        sql_s.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let theirs = plain_aggregate(plain).await?;
+        df_s.push(t.elapsed().as_secs_f64());
+        if ours.batches != theirs {
+            return Err(LabError::Other(format!(
+                "{AGGREGATE}: tablepin and plain DataFusion disagree"
+            )));
+        }
+    }
+    let (dm, bm, sm, fm) = (
+        median(diff_s.clone()),
+        median(both_s.clone()),
+        median(sql_s.clone()),
+        median(df_s.clone()),
+    );
+    Ok(json!({
+        "diff_adjacent": {"seconds_median": dm, "read_both_seconds_median": bm, "ratio": dm / bm,
+                          "target_ratio": 0.1, "rows_read": diff_rows_read, "seconds": diff_s, "read_both_seconds": both_s},
+        "sql_filtered_aggregate": {"query": AGGREGATE, "seconds_median": sm, "plain_datafusion_seconds_median": fm,
+                                   "ratio": sm / fm, "target_ratio": 1.2, "seconds": sql_s, "plain_seconds": df_s},
+    }))
+}
+
+/// [`AGGREGATE`] by DataFusion over the columns it reads, decoded from one
+/// plain Parquet file.
+async fn plain_aggregate(path: &std::path::Path) -> Result<Vec<RecordBatch>, LabError> {
+    use datafusion::prelude::SessionContext;
+    let other = |e: datafusion::error::DataFusionError| LabError::Other(e.to_string());
+    let bytes =
+        bytes::Bytes::from(std::fs::read(path).map_err(|e| LabError::Other(e.to_string()))?);
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+    let mask =
+        parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), ["country", "quantity"]);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(8192)
+        .build()?;
+    let schema = arrow::array::RecordBatchReader::schema(&reader);
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    let ctx = SessionContext::new();
+    let mem = datafusion::datasource::MemTable::try_new(schema, vec![batches]).map_err(other)?;
+    ctx.register_table("sales", std::sync::Arc::new(mem))
+        .map_err(other)?;
+    ctx.sql(AGGREGATE)
+        .await
+        .map_err(other)?
+        .collect()
+        .await
+        .map_err(other)
 }
 
 /// gc and erase on the lab's 110 versions.

@@ -174,6 +174,24 @@ pub fn report(r: &Value) -> String {
             );
         }
     }
+    let _ = writeln!(s, "\ntablepin's own diff of each tag against the last version (`Repo::diff`, as `tablepin diff week-N main sales` runs it) finds the same lines, reading only what the two versions do not share:\n");
+    let _ = writeln!(s, "| week | modified (all in `returned`) | removed | added | data files read | shared, not read |\n|---:|---:|---:|---:|---:|---:|");
+    if let Some(rows) = r["as_of"].as_array() {
+        for a in rows {
+            let d = &a["tablepin_diff"];
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                a["week"],
+                d["modified"],
+                d["removed"],
+                d["added"],
+                d["files_read"],
+                d["files_shared"]
+            );
+        }
+    }
+    let _ = writeln!(s, "\n## The repository\n\nThe experiment's tablepin repository is left in `{}/` (110 versions, the eight tags, the customer erased from all of them), to explore:\n\n```sh\ntablepin --repo OUT/{0} log\ntablepin --repo OUT/{0} show week-51\ntablepin --repo OUT/{0} diff week-51 main sales --stat\ntablepin --repo OUT/{0} sql 'SELECT Country, sum(returned) FROM \"sales@week-51\" GROUP BY Country ORDER BY 2 DESC LIMIT 5'\ntablepin --repo OUT/{0} export week-51 sales -o week-51.parquet\n```\n\n(OUT is the folder given to `--out`.)", r["repository"].as_str().unwrap_or("repo"));
     let _ = writeln!(s, "\n## Tags read back\n");
     if let Some(o) = r["tags_read_back_of"].as_object() {
         for (k, v) in o {

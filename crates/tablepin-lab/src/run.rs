@@ -453,8 +453,35 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     }
     log(v, &start, "tags read back");
 
-    // As of: today's lines dated before the end of each tag's week.
-    let as_of = as_of(&l, &d, &state, &tags);
+    // As of: today's lines dated before the end of each tag's week; and
+    // tablepin's own diff of each tag against the last version, which must
+    // find the same changed and removed lines.
+    let mut as_of = as_of(&l, &d, &state, &tags);
+    for (row, t) in as_of.iter_mut().zip(&tags) {
+        let diff = repo
+            .diff_versions(&t.tablepin, &head, Some("sales"))
+            .await?;
+        if let Some(td) = diff.tables.first() {
+            let by_column = &td.counts.modified_by_column;
+            let agrees = json!(td.counts.modified) == row["changed"]
+                && json!(td.counts.removed) == row["only_in_tag"]
+                && by_column.keys().all(|c| c == "returned");
+            if !agrees {
+                return Err(LabError::Other(format!(
+                    "tablepin's diff of week-{} against the last version ({} modified, {} removed, columns {:?}) disagrees with the reference ({} changed, {} only in the tag)",
+                    t.week, td.counts.modified, td.counts.removed, by_column.keys().collect::<Vec<_>>(), row["changed"], row["only_in_tag"]
+                )));
+            }
+            row["tablepin_diff"] = json!({
+                "agrees_with_reference": agrees,
+                "added": td.counts.added, "removed": td.counts.removed,
+                "modified": td.counts.modified, "modified_by_column": td.counts.modified_by_column,
+                "files_read": td.stats.files_read, "files_shared": td.stats.files_shared,
+                "rows_read": td.stats.rows_read,
+            });
+        }
+    }
+    log(v, &start, "tags diffed against the last version");
 
     // Return ages and month rewrites.
     let mut ages: Vec<f64> = d
@@ -823,11 +850,38 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         "timing": {"layouts_seconds": layout_seconds, "tablepin_commit_seconds": tp_seconds},
         "seconds": seconds,
         "peak_rss_bytes": crate::peak_rss_bytes(),
+        "repository": KEPT_REPOSITORY,
     });
+    drop((repo, repo_py));
+    keep_repository(&repo_path, &opts.out.join(KEPT_REPOSITORY))?;
     write_outputs(&opts.out, &results)?;
     drop(work);
     let _ = last;
     Ok(results)
+}
+
+/// Where in the output folder the lab leaves its tablepin repository (110
+/// versions, the tags, the customer erased), for `log`, `show`, `diff`,
+/// `sql` and `export`.
+pub const KEPT_REPOSITORY: &str = "repo";
+
+/// Moves the lab's repository to `to`, replacing the one an earlier run
+/// left there; anything else at `to` is refused rather than deleted.
+fn keep_repository(from: &Path, to: &Path) -> Result<(), LabError> {
+    let fail = |e: std::io::Error| LabError::Output {
+        path: to.display().to_string(),
+        message: e.to_string(),
+    };
+    if to.exists() {
+        if !to.join("meta").join("config.json").is_file() {
+            return Err(LabError::Output {
+                path: to.display().to_string(),
+                message: "it exists and is not a tablepin repository; move it away, or give another --out".into(),
+            });
+        }
+        std::fs::remove_dir_all(to).map_err(fail)?;
+    }
+    std::fs::rename(from, to).map_err(fail)
 }
 
 /// Commits the experiment's 110 versions (with its tags) to a new

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tablepin::format::FileEntry;
 use tablepin::{
     CommitOptions, EraseOptions, ErasePlan, ErrorKind, GcPlan, GcPolicy, LogOptions, Mode,
-    NoProgress, RefKind, Repo, ScanOptions, WriteSettings,
+    NoProgress, RefKind, Repo, RestoreOptions, ScanOptions, WriteSettings,
 };
 
 create_exception!(tablepin, Error, PyException, "Every error tablepin raises.");
@@ -301,6 +301,74 @@ impl PyRepo {
         json(&run(py, async move {
             repo.commit(&table, schema, batches, &opts).await
         })?)
+    }
+
+    /// What differs between two revisions: per table, its facts (JSON) and
+    /// its differing rows (a stream).
+    #[pyo3(signature = (old, new, table=None))]
+    #[allow(clippy::type_complexity)]
+    fn diff(
+        &self,
+        py: Python<'_>,
+        old: String,
+        new: String,
+        table: Option<String>,
+    ) -> PyResult<Vec<(String, PyArrowType<Box<dyn RecordBatchReader + Send>>)>> {
+        let repo = self.repo.clone();
+        let d = run(
+            py,
+            async move { repo.diff(&old, &new, table.as_deref()).await },
+        )?;
+        d.tables
+            .into_iter()
+            .map(|t| {
+                let mut meta =
+                    serde_json::to_value(&t).map_err(|e| internal("encoding a diff", e))?;
+                meta["old"] = serde_json::json!(d.old);
+                meta["new"] = serde_json::json!(d.new);
+                let schema = t.rows.schema();
+                let reader: Box<dyn RecordBatchReader + Send> =
+                    Box::new(RecordBatchIterator::new([Ok(t.rows)], schema));
+                Ok((json(&meta)?, PyArrowType(reader)))
+            })
+            .collect()
+    }
+
+    /// A read-only SQL query over any table at any version: the rows (a
+    /// stream) and which versions were read (JSON).
+    fn sql(
+        &self,
+        py: Python<'_>,
+        query: String,
+    ) -> PyResult<(PyArrowType<Box<dyn RecordBatchReader + Send>>, String)> {
+        let repo = self.repo.clone();
+        let r = run(py, async move { repo.sql(&query).await })?;
+        let meta = json(&r)?;
+        let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(
+            r.batches.into_iter().map(Ok),
+            r.schema,
+        ));
+        Ok((PyArrowType(reader), meta))
+    }
+
+    /// A new version on `branch` with the tables of `rev` (JSON).
+    #[pyo3(signature = (rev, table=None, message=None, branch=None))]
+    fn restore(
+        &self,
+        py: Python<'_>,
+        rev: String,
+        table: Option<String>,
+        message: Option<String>,
+        branch: Option<String>,
+    ) -> PyResult<String> {
+        let opts = RestoreOptions {
+            branch: branch.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
+            table,
+            message,
+            ..Default::default()
+        };
+        let repo = self.repo.clone();
+        json(&run(py, async move { repo.restore(&rev, &opts).await })?)
     }
 
     /// A branch's versions, newest first (JSON).

@@ -52,13 +52,15 @@
 mod error;
 pub mod files;
 pub mod repo;
+pub mod sql;
 pub mod table;
 
 pub use error::{Error, ErrorKind, Result};
 pub use repo::{
-    check_name, CommitOptions, CommitResult, EraseOptions, ErasePlan, EraseReport, ErasedCheck,
-    GcPlan, GcPolicy, GcReport, LogEntry, LogOptions, NoProgress, Progress, RefInfo, Replaced,
-    Repo, RepoConfig, TableRead, DEFAULT_BRANCH,
+    check_name, CommitOptions, CommitResult, Diff, EraseOptions, ErasePlan, EraseReport,
+    ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry, LogOptions, NoProgress, Progress, RefInfo,
+    Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, TableDiff, TableRead,
+    DEFAULT_BRANCH,
 };
 pub use table::plan::Mode;
 pub use table::{ReadStats, ScanOptions, WriteSettings};

@@ -199,3 +199,90 @@ async fn bad_columns_and_filters_are_named() {
         assert!(m.contains(says) && m.contains("table 't'"), "{filter}: {m}");
     }
 }
+
+async fn read_all(repo: &Repo) -> RecordBatch {
+    let r = repo.read("main", "t", None).await.unwrap();
+    concat_batches(&r.schema, &r.batches).unwrap()
+}
+
+async fn first_rows(repo: &Repo, limit: usize) -> (RecordBatch, tablepin::ReadStats) {
+    let opts = ScanOptions {
+        limit: Some(limit),
+        ..Default::default()
+    };
+    let (r, _) = repo.scan("main", "t", &opts).await.unwrap();
+    (concat_batches(&r.schema, &r.batches).unwrap(), r.stats)
+}
+
+#[tokio::test]
+async fn a_limit_reads_only_the_files_that_can_hold_the_first_rows() {
+    // Three files with disjoint key ranges, the first rows in the last
+    // committed; then an upsert that moves a row of the highest range to
+    // the front in key order (id 5 changes, its file hides it).
+    let repo = Repo::init("memory://", WriteSettings::default())
+        .await
+        .unwrap();
+    let keyed = CommitOptions {
+        key: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    let append = CommitOptions {
+        mode: Mode::Append,
+        ..Default::default()
+    };
+    let b = rows(&(2000..3000).collect::<Vec<_>>());
+    repo.commit("t", b.schema(), vec![b], &keyed).await.unwrap();
+    let b = rows(&(1000..2000).collect::<Vec<_>>());
+    repo.commit("t", b.schema(), vec![b], &append)
+        .await
+        .unwrap();
+    let b = rows(&(0..1000).collect::<Vec<_>>());
+    repo.commit("t", b.schema(), vec![b], &append)
+        .await
+        .unwrap();
+    let whole = read_all(&repo).await;
+    for limit in [0, 1, 10, 999, 1000, 1001, 2500, 5000] {
+        let (got, stats) = first_rows(&repo, limit).await;
+        assert_eq!(got, whole.slice(0, limit.min(3000)), "limit {limit}");
+        let files = match limit {
+            0 => 0,
+            1..=1000 => 1,
+            1001..=2000 => 2,
+            _ => 3,
+        };
+        assert_eq!(stats.files, files, "limit {limit}: {stats:?}");
+    }
+    // Rows hidden by a deletion vector are not among the first rows.
+    let b = RecordBatch::try_new(
+        rows(&[0]).schema(),
+        vec![
+            Arc::new(Int64Array::from(vec![0, 1])),
+            Arc::new(StringArray::from(vec!["X", "Y"])),
+            Arc::new(Float64Array::from(vec![9.0, 9.0])),
+        ],
+    )
+    .unwrap();
+    let upsert = CommitOptions {
+        mode: Mode::Upsert,
+        ..Default::default()
+    };
+    repo.commit("t", b.schema(), vec![b], &upsert)
+        .await
+        .unwrap();
+    let whole = read_all(&repo).await;
+    let (r, _) = repo
+        .scan(
+            "main",
+            "t",
+            &ScanOptions {
+                limit: Some(3),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        concat_batches(&r.schema, &r.batches).unwrap(),
+        whole.slice(0, 3)
+    );
+}

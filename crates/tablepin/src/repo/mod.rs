@@ -7,6 +7,7 @@
 //! N+1 put-if-absent; a commit that loses that race plans again against the
 //! new head (a rebase) and retries.
 
+mod diff;
 mod erase;
 mod gc;
 mod lease;
@@ -26,6 +27,7 @@ use tablepin_format::{
 };
 use tablepin_store::{Store, StoreError, LOCAL_DIR};
 
+pub use diff::{Diff, RestoreOptions, RestoreResult, TableDiff};
 pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
 pub use gc::{GcPlan, GcPolicy, GcReport, TagFate};
 pub use rev::{Replaced, ReplacedBy};
@@ -118,6 +120,42 @@ pub(crate) fn retry_pause(attempt: u32) -> std::time::Duration {
     let base_ms = (5u64 << attempt.min(7)).min(500) as f64;
     let factor: f64 = rand::rng().random_range(0.5..1.5);
     std::time::Duration::from_micros((base_ms * factor * 1000.0) as u64)
+}
+
+/// The attempts of a write that retries while other writers move its
+/// branch first: each attempt after the first waits [`retry_pause`], and
+/// none starts after `retry_for`.
+pub(crate) struct Retry<'a> {
+    branch: &'a str,
+    retry_for: std::time::Duration,
+    started: std::time::Instant,
+    attempt: u32,
+}
+
+impl<'a> Retry<'a> {
+    pub(crate) fn new(branch: &'a str, retry_for: std::time::Duration) -> Self {
+        Self {
+            branch,
+            retry_for,
+            started: std::time::Instant::now(),
+            attempt: 0,
+        }
+    }
+
+    /// Waits before the next attempt, or says the branch kept moving.
+    pub(crate) async fn next(&mut self) -> Result<()> {
+        if self.attempt > 0 {
+            if self.started.elapsed() >= self.retry_for {
+                return Err(Error::Conflict {
+                    branch: self.branch.to_string(),
+                    waited_s: self.started.elapsed().as_secs(),
+                });
+            }
+            tokio::time::sleep(retry_pause(self.attempt)).await;
+        }
+        self.attempt += 1;
+        Ok(())
+    }
 }
 
 /// The name among `names` closest to `name` (by edit distance), when it is
@@ -411,6 +449,11 @@ impl Repo {
         })
     }
 
+    /// The store under the repository, shared.
+    pub(crate) fn store_arc(&self) -> Arc<Store> {
+        self.store.clone()
+    }
+
     /// The store under the repository.
     pub fn store(&self) -> &Store {
         &self.store
@@ -489,19 +532,9 @@ impl Repo {
         let (schema, batches) = crate::files::normalize(&schema, batches).map_err(Error::arrow(
             format!("reading the input of table '{table}'"),
         ))?;
-        let started = std::time::Instant::now();
-        let mut attempt = 0u32;
+        let mut retry = Retry::new(&opts.branch, opts.retry_for);
         loop {
-            if attempt > 0 {
-                if started.elapsed() >= opts.retry_for {
-                    return Err(Error::Conflict {
-                        branch: opts.branch.clone(),
-                        waited_s: started.elapsed().as_secs(),
-                    });
-                }
-                tokio::time::sleep(retry_pause(attempt)).await;
-            }
-            attempt += 1;
+            retry.next().await?;
             let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
             let planned = match self
                 .plan_on(head.clone(), table, &schema, &batches, opts)

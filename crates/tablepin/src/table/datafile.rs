@@ -470,6 +470,17 @@ impl DataFile {
     /// Reads rows as batches of `schema` (a column the file lacks, added to
     /// the table later, reads as nulls; a column `schema` lacks is not read).
     pub(crate) fn read(&self, schema: &SchemaRef, select: Select<'_>) -> Result<Vec<RecordBatch>> {
+        self.read_limited(schema, select, None)
+    }
+
+    /// [`DataFile::read`], stopping after `limit` of the selected rows: the
+    /// pages past them are not decoded.
+    pub(crate) fn read_limited(
+        &self,
+        schema: &SchemaRef,
+        select: Select<'_>,
+        limit: Option<usize>,
+    ) -> Result<Vec<RecordBatch>> {
         let bad = bad(self.blob, "Parquet data file");
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
             self.bytes.clone(),
@@ -485,6 +496,9 @@ impl DataFile {
         let mut builder = builder.with_projection(mask).with_batch_size(8192);
         if let Some(sel) = selection(&select, self.rows()) {
             builder = builder.with_row_selection(sel);
+        }
+        if let Some(n) = limit {
+            builder = builder.with_limit(n);
         }
         let reader = builder.build().map_err(|e| bad(e.to_string()))?;
         let mut out = Vec::new();

@@ -10,6 +10,7 @@
 //! new blobs, and updates the content hash in O(changed rows).
 
 pub mod datafile;
+pub mod diff;
 pub(crate) mod dv;
 pub(crate) mod keys;
 pub(crate) mod merge;
@@ -88,17 +89,61 @@ pub(crate) async fn scan(
     table: &str,
     opts: &ScanOptions,
 ) -> Result<(SchemaRef, Vec<RecordBatch>, ReadStats)> {
+    let request = ScanRequest {
+        columns: opts.columns.as_deref(),
+        filter: opts.filter.as_deref().map(RowFilter::Sql),
+        limit: opts.limit,
+        ordered: true,
+    };
+    scan_request(store, snap, table, &request).await
+}
+
+/// A row filter: SQL text, or an expression a query engine pushed down.
+pub(crate) enum RowFilter<'a> {
+    Sql(&'a str),
+    Expr(&'a datafusion::logical_expr::Expr),
+}
+
+impl RowFilter<'_> {
+    fn compile(&self, table: &str, schema: &SchemaRef) -> Result<predicate::Predicate> {
+        match self {
+            RowFilter::Sql(text) => predicate::Predicate::compile(table, text, schema),
+            RowFilter::Expr(e) => predicate::Predicate::compile_expr(table, (*e).clone(), schema),
+        }
+    }
+}
+
+/// What a scan returns: [`ScanOptions`] as borrowed, and whether rows must
+/// come in key order (a query engine that sorts for itself need not pay
+/// for the merge, nor decode the key).
+pub(crate) struct ScanRequest<'a> {
+    pub(crate) columns: Option<&'a [String]>,
+    pub(crate) filter: Option<RowFilter<'a>>,
+    pub(crate) limit: Option<usize>,
+    pub(crate) ordered: bool,
+}
+
+/// [`scan`] of a [`ScanRequest`].
+pub(crate) async fn scan_request(
+    store: &Store,
+    snap: &TableSnapshot,
+    table: &str,
+    req: &ScanRequest<'_>,
+) -> Result<(SchemaRef, Vec<RecordBatch>, ReadStats)> {
     let schema = schema_of(snap);
-    let out = match &opts.columns {
+    let out = match req.columns {
         Some(cols) => keys::key_indices(table, &schema, cols)?,
         None => (0..schema.fields().len()).collect(),
     };
-    let filter = match &opts.filter {
-        Some(text) => Some((text, predicate::Predicate::compile(table, text, &schema)?)),
+    let filter = match &req.filter {
+        Some(f) => Some((f, f.compile(table, &schema)?)),
         None => None,
     };
+    let ordered = req.ordered && !snap.key.is_empty();
     let mut decode: BTreeSet<usize> = out.iter().copied().collect();
-    decode.extend(keys::key_indices(table, &schema, &snap.key)?);
+    if ordered {
+        decode.extend(keys::key_indices(table, &schema, &snap.key)?);
+    }
     if let Some((_, p)) = &filter {
         let cols: Vec<String> = p.columns().into_iter().collect();
         decode.extend(keys::key_indices(table, &schema, &cols)?);
@@ -109,19 +154,22 @@ pub(crate) async fn scan(
             .project(&decode)
             .map_err(Error::arrow("projecting columns"))?,
     );
-    let (mut batches, mut stats) = read_rows(store, snap, &read_schema).await?;
+    let (mut batches, mut stats) = match (&filter, req.limit) {
+        (None, Some(n)) => read_first(store, snap, &read_schema, ordered, n).await?,
+        _ => read_rows(store, snap, &read_schema, ordered).await?,
+    };
     stats.columns_decoded = decode.len();
-    if let Some((text, _)) = &filter {
+    if let Some((f, _)) = &filter {
         // Compiled again over the decoded columns, so no batch is widened
         // with the columns the filter does not read.
-        let p = predicate::Predicate::compile(table, text, &read_schema)?;
+        let p = f.compile(table, &read_schema)?;
         batches = batches
             .iter()
             .map(|b| filter_record_batch(b, &p.eval(b)?).map_err(Error::arrow("filtering rows")))
             .filter(|b| b.as_ref().map_or(true, |b| b.num_rows() > 0))
             .collect::<Result<_>>()?;
     }
-    if let Some(limit) = opts.limit {
+    if let Some(limit) = req.limit {
         batches = take_rows(batches, limit);
     }
     stats.rows = batches.iter().map(|b| b.num_rows() as u64).sum();
@@ -161,11 +209,13 @@ fn take_rows(batches: Vec<RecordBatch>, limit: usize) -> Vec<RecordBatch> {
 }
 
 /// Every live row of a snapshot as batches of `schema` (a projection of
-/// the table's that holds its key): keyed tables merged in key order.
+/// the table's, holding its key when `ordered`): keyed tables merged in key
+/// order when `ordered`, file by file otherwise.
 async fn read_rows(
     store: &Store,
     snap: &TableSnapshot,
     schema: &SchemaRef,
+    ordered: bool,
 ) -> Result<(Vec<RecordBatch>, ReadStats)> {
     let mut stats = ReadStats::default();
     let dvs = dv::load_many(store, &snap.files).await?;
@@ -185,7 +235,7 @@ async fn read_rows(
             read_live(ids[i], bytes, schema, dvs[i].as_ref())
         })
         .await?;
-    let batches: Vec<RecordBatch> = if snap.key.is_empty() || per_file.len() < 2 {
+    let batches: Vec<RecordBatch> = if !ordered || snap.key.is_empty() || per_file.len() < 2 {
         per_file.into_iter().flatten().collect()
     } else {
         let idx = keys::key_indices("", schema, &snap.key)?;
@@ -193,6 +243,78 @@ async fn read_rows(
         merge::merge_sorted(schema, per_file, &codec)?
     };
     Ok((batches, stats))
+}
+
+/// The first `n` live rows of a snapshot, as [`read_rows`] would give
+/// them, reading as few files as it can: unordered (or unkeyed), the files
+/// in order until `n` rows; in key order, the files by their smallest key,
+/// until the next file's smallest key is past the `n`-th key found. Each
+/// file decodes only its first `n` live rows. Without key ranges on every
+/// file, every file is read (each still only its first `n` rows).
+async fn read_first(
+    store: &Store,
+    snap: &TableSnapshot,
+    schema: &SchemaRef,
+    ordered: bool,
+    n: usize,
+) -> Result<(Vec<RecordBatch>, ReadStats)> {
+    if n == 0 {
+        return Ok((Vec::new(), ReadStats::default()));
+    }
+    let keyed = ordered && !snap.key.is_empty();
+    let codec = match keyed {
+        true => Some(keys::KeyCodec::new(
+            schema,
+            keys::key_indices("", schema, &snap.key)?,
+        )?),
+        false => None,
+    };
+    let ranged = snap.files.iter().all(|f| f.key_min.is_some());
+    let mut order: Vec<usize> = (0..snap.files.len()).collect();
+    if keyed && ranged {
+        order.sort_by(|&a, &b| snap.files[a].key_min.cmp(&snap.files[b].key_min));
+    }
+    let key_col = match &codec {
+        Some(_) if ranged => Some(keys::key_indices("", schema, &snap.key)?[0]),
+        _ => None,
+    };
+    let mut stats = ReadStats::default();
+    let mut known = dv::Known::new();
+    let mut per_file: Vec<Vec<RecordBatch>> = Vec::new();
+    let mut first: Vec<RecordBatch> = Vec::new();
+    for i in order {
+        let f = &snap.files[i];
+        let have: usize = first.iter().map(|b| b.num_rows()).sum();
+        if have >= n {
+            let past = match (key_col, first.last()) {
+                // Every later file starts past the n-th key found: done.
+                (Some(k), Some(last)) => {
+                    let nth = keys::bound_at(last.column(k), last.num_rows() - 1);
+                    f.key_min.as_ref() > nth.as_ref()
+                }
+                // Keyed without key ranges: any file may hold a smaller key.
+                _ => !keyed,
+            };
+            if past {
+                break;
+            }
+        }
+        let dv = dv::load(store, f, &mut known).await?;
+        let bytes = store.get_blob(&f.data).await?;
+        stats.files += 1;
+        stats.bytes += f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes);
+        stats.deletion_vectors += usize::from(f.deletes.is_some());
+        stats.rows_in_files += f.rows;
+        let file = datafile::DataFile::open(f.data, bytes)?;
+        per_file.push(file.read_limited(schema, datafile::Select::Live(dv.as_ref()), Some(n))?);
+        first = match &codec {
+            Some(c) if per_file.len() > 1 => {
+                take_rows(merge::merge_sorted(schema, per_file.clone(), c)?, n)
+            }
+            _ => take_rows(per_file.iter().flatten().cloned().collect(), n),
+        };
+    }
+    Ok((first, stats))
 }
 
 /// The first column of batches, as integers (tests of reads).

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::DFSchema;
+use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -46,24 +47,48 @@ pub(crate) fn df_message(e: &datafusion::error::DataFusionError) -> String {
     s.to_string()
 }
 
+/// The error of a predicate that does not fit a table.
+fn bad<'a>(table: &'a str, text: &'a str) -> impl Fn(String) -> Error + 'a {
+    move |why| {
+        Error::Query(format!(
+            "predicate \"{text}\" does not fit table '{table}': {why}"
+        ))
+    }
+}
+
+/// A DataFusion context that keeps column names as written (`Country`, not
+/// `country`).
+fn context() -> SessionContext {
+    let config =
+        SessionConfig::new().set_bool("datafusion.sql_parser.enable_ident_normalization", false);
+    SessionContext::new_with_config(config)
+}
+
 impl Predicate {
     /// Parses and type-checks an SQL boolean expression over `schema` with
     /// DataFusion.
     pub(crate) fn compile(table: &str, text: &str, schema: &SchemaRef) -> Result<Self> {
-        let bad = |why: String| {
-            Error::Query(format!(
-                "predicate \"{text}\" does not fit table '{table}': {why}"
-            ))
-        };
-        let config = SessionConfig::new()
-            .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
-        let ctx = SessionContext::new_with_config(config);
+        let bad = bad(table, text);
         let df_schema =
             DFSchema::try_from(schema.as_ref().clone()).map_err(|e| bad(df_message(&e)))?;
-        let expr = ctx
+        let expr = context()
             .parse_sql_expr(text, &df_schema)
             .map_err(|e| bad(df_message(&e)))?;
-        let expr = ctx
+        Self::build(table, text, expr, schema)
+    }
+
+    /// Type-checks a DataFusion expression over `schema` (its columns
+    /// named without a table).
+    pub(crate) fn compile_expr(table: &str, expr: Expr, schema: &SchemaRef) -> Result<Self> {
+        let text = expr.to_string();
+        Self::build(table, &text, expr, schema)
+    }
+
+    fn build(table: &str, text: &str, expr: Expr, schema: &SchemaRef) -> Result<Self> {
+        let bad = bad(table, text);
+        let df_schema =
+            DFSchema::try_from(schema.as_ref().clone()).map_err(|e| bad(df_message(&e)))?;
+        let expr = context()
             .create_physical_expr(expr, &df_schema)
             .map_err(|e| bad(df_message(&e)))?;
         let p = Self {
