@@ -3,11 +3,11 @@
 //! Two versions of a table usually share most of their data files: a commit
 //! adds files and hides positions of old ones with deletion vectors. A row
 //! both versions see at the same position of the same file is the same row,
-//! so the diff reads only the rest ([`unshared`]): the files one side has and
+//! so the diff reads only the rest (`unshared`): the files one side has and
 //! the other has not, and, of a file both have, the positions one side hides
 //! and the other does not. Its cost follows the change, not the table.
 //!
-//! [`compare`] then decides, with no I/O, which of those rows were added,
+//! `compare` then decides, with no I/O, which of those rows were added,
 //! removed or changed: by key for a keyed table (a key on both sides whose
 //! values differ is changed; one whose values are equal only moved, as
 //! compaction moves rows), as a multiset of rows for an unkeyed one.
