@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor;
 use serde_json::Value;
 
 use crate::run::{get, ORIGINAL};
@@ -26,6 +27,25 @@ fn num(v: Option<&Value>) -> f64 {
 
 fn mb(b: f64) -> String {
     format!("{:.1} MB", b / 1e6)
+}
+
+/// A tick of a log-scale bytes axis, in the unit that keeps it above 1
+/// (a fixed unit read "0 MB" at 10 kB).
+fn axis_bytes(v: f64) -> String {
+    match v {
+        v if v >= 1e9 => format!("{} GB", round_tick(v / 1e9)),
+        v if v >= 1e6 => format!("{} MB", round_tick(v / 1e6)),
+        v if v >= 1e3 => format!("{} kB", round_tick(v / 1e3)),
+        v => format!("{} B", round_tick(v)),
+    }
+}
+
+fn round_tick(v: f64) -> String {
+    if v >= 10.0 || (v - v.round()).abs() < 0.05 {
+        format!("{:.0}", v)
+    } else {
+        format!("{:.1}", v)
+    }
 }
 
 /// The Markdown report.
@@ -298,7 +318,7 @@ fn stored_chart<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("commit")
         .y_desc("bytes stored")
-        .y_label_formatter(&|v| format!("{:.0} MB", v / 1e6))
+        .y_label_formatter(&|v| axis_bytes(*v))
         .draw()
         .map_err(|e| e.to_string())?;
     for (name, color, v) in series {
@@ -364,25 +384,26 @@ fn kind_chart<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(groups * 2)
-        .x_label_formatter(&|x| {
-            let g = (*x / (per + 1) as f64).floor() as usize;
-            if ((*x - (g * (per + 1)) as f64) - per as f64 / 2.0).abs() < 0.6 {
-                labels.get(g).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        // Group names are drawn below the axis, one under each group:
+        // plotters' evenly spaced ticks fell under 2 of the 7.
+        .x_labels(0)
         .y_desc("bytes added per commit (mean)")
-        .y_label_formatter(&|v| {
-            if *v >= 1e6 {
-                format!("{:.0} MB", v / 1e6)
-            } else {
-                format!("{:.0} kB", v / 1e3)
-            }
-        })
+        .y_label_formatter(&|v| axis_bytes(*v))
         .draw()
         .map_err(|e| e.to_string())?;
+    let font = ("sans-serif", 14)
+        .into_font()
+        .color(&BLACK)
+        .pos(text_anchor::Pos::new(
+            text_anchor::HPos::Center,
+            text_anchor::VPos::Top,
+        ));
+    for (g, label) in labels.iter().enumerate() {
+        let middle = (g * (per + 1)) as f64 + per as f64 / 2.0;
+        let (x, y) = chart.backend_coord(&(middle, 100.0));
+        area.draw(&Text::new(label.clone(), (x, y + 8), font.clone()))
+            .map_err(|e| e.to_string())?;
+    }
     for (li, (layout, color)) in LAYOUTS.iter().enumerate() {
         let c = *color;
         let bars: Vec<Rectangle<(f64, f64)>> = kinds
@@ -420,5 +441,23 @@ fn kind_name(c: &Value) -> &'static str {
         "another_order" => "another order",
         "erasure" => "erasure",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_axis_ticks_never_read_zero() {
+        // A fixed "MB" unit printed 10 kB as "0 MB" and 100 B as "0 kB".
+        let ticks: Vec<String> = [1e2, 1e3, 1e4, 2.5e6, 1e8, 1e9]
+            .into_iter()
+            .map(axis_bytes)
+            .collect();
+        assert_eq!(
+            ticks,
+            ["100 B", "1 kB", "10 kB", "2.5 MB", "100 MB", "1 GB"]
+        );
     }
 }
