@@ -57,10 +57,10 @@ pub mod table;
 
 pub use error::{Error, ErrorKind, Result};
 pub use repo::{
-    check_name, CommitOptions, CommitResult, Diff, EraseOptions, ErasePlan, EraseReport,
-    ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry, LogOptions, NoProgress, Progress, RefInfo,
-    Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, TableDiff, TableRead,
-    DEFAULT_BRANCH,
+    check_name, CommitOptions, CommitOutcome, CommitResult, Diff, EraseOptions, ErasePlan,
+    EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry, LogOptions, NoProgress,
+    Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, TableDiff,
+    TableRead, DEFAULT_BRANCH,
 };
 pub use table::plan::Mode;
 pub use table::{ReadStats, ScanOptions, WriteSettings};

@@ -190,6 +190,38 @@ pub struct CommitResult {
     pub version_bytes: u64,
 }
 
+/// What one attempt of a commit came to ([`Repo::try_commit`]).
+#[must_use = "a commit that lost the race for its branch stored nothing visible; try again or use Repo::commit, which retries"]
+#[derive(Debug, Clone)]
+pub enum CommitOutcome {
+    /// The version landed on the branch.
+    Landed(CommitResult),
+    /// Another writer moved the branch first: no version of this commit is
+    /// visible. Planning again on the new head and trying again is safe.
+    Lost {
+        /// The branch.
+        branch: String,
+    },
+}
+
+/// Checks a commit's input and brings it to the stored types: views and
+/// dictionaries become plain arrays (see `files::normalize`), so the same
+/// rows from any writer store alike.
+fn prepare_input(
+    table: &str,
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    opts: &CommitOptions,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    check_name("table", table)?;
+    check_name("branch", &opts.branch)?;
+    crate::files::check_unique_columns(schema)
+        .map_err(|m| Error::InvalidArgument(format!("the input of table '{table}' {m}")))?;
+    crate::files::normalize(schema, batches).map_err(Error::arrow(format!(
+        "reading the input of table '{table}'"
+    )))
+}
+
 /// One line of `log`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LogEntry {
@@ -515,7 +547,9 @@ impl Repo {
         Ok(decode_manifest("table snapshot", &bytes)?)
     }
 
-    /// Commits a table to a branch.
+    /// Commits a table to a branch. A commit that loses the race for the
+    /// branch to another writer plans again on the new head and retries,
+    /// for up to `opts.retry_for` (see [`Repo::try_commit`] for one attempt).
     pub async fn commit(
         &self,
         table: &str,
@@ -523,39 +557,66 @@ impl Repo {
         batches: Vec<RecordBatch>,
         opts: &CommitOptions,
     ) -> Result<CommitResult> {
-        check_name("table", table)?;
-        check_name("branch", &opts.branch)?;
-        crate::files::check_unique_columns(&schema)
-            .map_err(|m| Error::InvalidArgument(format!("the input of table '{table}' {m}")))?;
-        // Views and dictionaries are stored as plain arrays (see
-        // `files::normalize`): the same rows from any writer store alike.
-        let (schema, batches) = crate::files::normalize(&schema, batches).map_err(Error::arrow(
-            format!("reading the input of table '{table}'"),
-        ))?;
+        let (schema, batches) = prepare_input(table, &schema, batches, opts)?;
         let mut retry = Retry::new(&opts.branch, opts.retry_for);
         loop {
             retry.next().await?;
-            let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
-            let planned = match self
-                .plan_on(head.clone(), table, &schema, &batches, opts)
-                .await
+            if let CommitOutcome::Landed(done) =
+                self.attempt(table, &schema, &batches, opts).await?
             {
-                Ok(p) => p,
-                // A blob of the head vanished because the branch moved on
-                // (an erasure replaced the head and deleted it): a lost
-                // race, not damage. Plan again on the new head.
-                Err(e)
-                    if e.is_missing()
-                        && self.store.ref_head(RefKind::Branch, &opts.branch).await? != head =>
-                {
-                    continue
-                }
-                Err(e) => return Err(e),
-            };
-            if let Some(done) = self.write_commit(table, planned, opts).await? {
                 return Ok(done);
             }
         }
+    }
+
+    /// One attempt of a commit, for a caller that retries on its own terms:
+    /// it lands, or it loses the race for the branch to another writer
+    /// ([`CommitOutcome::Lost`]: nothing became visible; blobs it wrote are
+    /// left for gc). It never waits.
+    pub async fn try_commit(
+        &self,
+        table: &str,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+        opts: &CommitOptions,
+    ) -> Result<CommitOutcome> {
+        let (schema, batches) = prepare_input(table, &schema, batches, opts)?;
+        self.attempt(table, &schema, &batches, opts).await
+    }
+
+    /// Plans on the branch head as read and writes, once.
+    async fn attempt(
+        &self,
+        table: &str,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+        opts: &CommitOptions,
+    ) -> Result<CommitOutcome> {
+        let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
+        let planned = match self
+            .plan_on(head.clone(), table, schema, batches, opts)
+            .await
+        {
+            Ok(p) => p,
+            // A blob of the head vanished because the branch moved on (an
+            // erasure replaced the head and deleted it): a lost race, not
+            // damage.
+            Err(e)
+                if e.is_missing()
+                    && self.store.ref_head(RefKind::Branch, &opts.branch).await? != head =>
+            {
+                return Ok(CommitOutcome::Lost {
+                    branch: opts.branch.clone(),
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(match self.write_commit(table, planned, opts).await? {
+            Some(done) => CommitOutcome::Landed(done),
+            None => CommitOutcome::Lost {
+                branch: opts.branch.clone(),
+            },
+        })
     }
 
     /// Plans one attempt of a commit against the branch head as read.
