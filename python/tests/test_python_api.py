@@ -311,3 +311,21 @@ def test_sql_joins_two_versions_and_polars_reads_the_answer(tmp_path):
         repo.sql('SELECT * FROM "sales@v9"')
     with pytest.raises(tablepin.BadInput, match="SQL syntax error"):
         repo.sql("SELEC 1")
+
+
+def test_errors_name_this_package_s_arguments_not_the_command_line_s_flags(tmp_path):
+    repo = tablepin.Repo.init(str(tmp_path / "repo"))
+    repo.commit("sales", pa.table({"id": [1, 2]}), key=["id"])
+    repo.commit("plain", pa.table({"id": [1, 2]}))
+    cases = [
+        (lambda: repo.commit("sales", pa.table({"id": [2]}), mode="append"), 'mode="upsert"'),
+        (lambda: repo.commit("plain", pa.table({"id": [2]}), mode="upsert"), 'mode="overwrite"'),
+        (lambda: repo.commit("sales", pa.table({"id": [3]}), key=["other"]), "omit key="),
+        (lambda: repo.commit("sales", pa.table({"id": [3]}), branch="dev"), "create_branch=True"),
+        (lambda: tablepin.Repo(str(tmp_path / "none")), "tablepin.Repo.init(path)"),
+    ]
+    for call, says in cases:
+        with pytest.raises(tablepin.Error) as e:
+            call()
+        assert says in str(e.value)
+        assert "--" not in str(e.value), str(e.value)

@@ -72,7 +72,10 @@ fn main() -> ExitCode {
 fn message(err: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in err.chain() {
-        let text = cause.to_string();
+        let text = match cause.downcast_ref::<tablepin::Error>() {
+            Some(e) => in_flags(e).unwrap_or_else(|| e.to_string()),
+            None => cause.to_string(),
+        };
         if out.contains(&text) {
             continue;
         }
@@ -82,6 +85,36 @@ fn message(err: &anyhow::Error) -> String {
         out.push_str(&text);
     }
     out
+}
+
+/// The engine's sentence for errors whose way out is a command-line flag
+/// or command, said with them (the library's own words name no flags).
+fn in_flags(e: &tablepin::Error) -> Option<String> {
+    use tablepin::Error as E;
+    Some(match e {
+        E::NoRepository { start } => format!(
+            "no tablepin repository in {start} or any parent folder; run `tablepin init` there, or pass --repo"
+        ),
+        E::KeyExists { table, key } => {
+            format!("key {key} exists already in table '{table}'; use --mode upsert to replace rows")
+        }
+        E::NoKey { table, mode } => format!(
+            "--mode {mode} needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table with --mode overwrite, or add rows with --mode append"
+        ),
+        E::Conflict { branch, waited_s } => format!(
+            "branch '{branch}' kept moving while committing: other writers committed first for {waited_s} s; run the command again, or wait longer with --retry-for"
+        ),
+        E::UnknownBranch { name, branches, hint } => format!(
+            "branch '{name}' does not exist (branches: {branches}){hint}; create it with `tablepin branch {name}`, or commit with --create-branch"
+        ),
+        E::KeyChange { table, old, new } if old.is_empty() => format!(
+            "table '{table}' has no key (it was first committed without --key), so --key {new} does not apply to it; omit --key"
+        ),
+        E::KeyChange { table, old, new } => {
+            format!("table '{table}' is keyed by [{old}], not [{new}]; omit --key or pass --key {old}")
+        }
+        _ => return None,
+    })
 }
 
 /// Prints an error on stderr (one line, or one JSON object under `--json`)

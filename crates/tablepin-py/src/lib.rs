@@ -66,7 +66,7 @@ create_exception!(
 /// The engine's error as the Python exception of its kind, with the same
 /// one-sentence message the CLI prints.
 fn err(e: tablepin::Error) -> PyErr {
-    let m = e.to_string();
+    let m = in_python(&e).unwrap_or_else(|| e.to_string());
     match e.kind() {
         ErrorKind::InvalidInput => BadInput::new_err(m),
         ErrorKind::NotFound => NotFound::new_err(m),
@@ -75,6 +75,33 @@ fn err(e: tablepin::Error) -> PyErr {
         ErrorKind::Io => StorageError::new_err(m),
         _ => InternalError::new_err(m),
     }
+}
+
+/// The engine's sentence for errors whose way out is an argument of this
+/// package, said with it (the library's own words name no arguments).
+fn in_python(e: &tablepin::Error) -> Option<String> {
+    use tablepin::Error as E;
+    Some(match e {
+        E::NoRepository { start } => format!(
+            "no tablepin repository in {start} or any parent folder; create one with tablepin.Repo.init(path), or open one with tablepin.Repo(path)"
+        ),
+        E::KeyExists { table, key } => format!(
+            "key {key} exists already in table '{table}'; commit with mode=\"upsert\" to replace rows"
+        ),
+        E::NoKey { table, mode } => format!(
+            "mode=\"{mode}\" needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table with mode=\"overwrite\", or add rows with mode=\"append\""
+        ),
+        E::UnknownBranch { name, branches, hint } => format!(
+            "branch '{name}' does not exist (branches: {branches}){hint}; create it with repo.branch(\"{name}\"), or commit with create_branch=True"
+        ),
+        E::KeyChange { table, old, new } if old.is_empty() => format!(
+            "table '{table}' has no key (it was first committed without key=), so key=[{new}] does not apply to it; omit key="
+        ),
+        E::KeyChange { table, old, new } => {
+            format!("table '{table}' is keyed by [{old}], not [{new}]; omit key= or pass key=[{old}]")
+        }
+        _ => return None,
+    })
 }
 
 fn internal(what: &str, e: impl std::fmt::Display) -> PyErr {

@@ -49,7 +49,7 @@ pub enum Error {
         message: String,
     },
     /// No repository where one was looked for.
-    #[error("no tablepin repository in {start} or any parent folder; run `tablepin init` there, or pass --repo")]
+    #[error("no tablepin repository in {start} or any parent folder; create one there, or open one by its path")]
     NoRepository {
         /// Where the search started.
         start: String,
@@ -93,7 +93,7 @@ pub enum Error {
         second: usize,
     },
     /// An appended key exists already.
-    #[error("key {key} exists already in table '{table}'; use --mode upsert to replace rows")]
+    #[error("key {key} exists already in table '{table}'; commit in upsert mode to replace rows")]
     KeyExists {
         /// The table.
         table: String,
@@ -111,7 +111,7 @@ pub enum Error {
         new: String,
     },
     /// A mode that needs a key on a table without one.
-    #[error("--mode {mode} needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table with --mode overwrite, or add rows with --mode append")]
+    #[error("mode {mode} needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table in overwrite mode, or add rows in append mode")]
     NoKey {
         /// The table.
         table: String,
@@ -175,7 +175,7 @@ pub enum Error {
     /// A commit to a branch that does not exist, in a repository that has
     /// branches: most likely a typo, which would otherwise start a new,
     /// parentless branch.
-    #[error("branch '{name}' does not exist (branches: {branches}){hint}; create it with `tablepin branch {name}`, or commit with --create-branch")]
+    #[error("branch '{name}' does not exist (branches: {branches}){hint}; create it first, or let the commit create it")]
     UnknownBranch {
         /// The branch named.
         name: String,
@@ -267,7 +267,7 @@ pub enum Error {
         message: String,
     },
     /// A branch moved while a command ran, more times than it retries.
-    #[error("branch '{branch}' kept moving while committing: other writers committed first for {waited_s} s; run the command again, or wait longer with --retry-for")]
+    #[error("branch '{branch}' kept moving while committing: other writers committed first for {waited_s} s; commit again, or retry for longer")]
     Conflict {
         /// The branch.
         branch: String,
@@ -319,9 +319,9 @@ pub enum Error {
 
 fn key_change_message(table: &str, old: &str, new: &str) -> String {
     if old.is_empty() {
-        format!("table '{table}' has no key (it was first committed without --key), so --key {new} does not apply to it; omit --key")
+        format!("table '{table}' has no key (it was first committed without one), so the key [{new}] does not apply to it; commit without a key")
     } else {
-        format!("table '{table}' is keyed by [{old}], not [{new}]; omit --key or pass --key {old}")
+        format!("table '{table}' is keyed by [{old}], not [{new}]; commit without a key, or with [{old}]")
     }
 }
 

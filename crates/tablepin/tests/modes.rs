@@ -660,3 +660,48 @@ async fn a_new_nullable_column_with_changed_old_rows_hashes_them_once() {
     let v = r.verify(&tablepin::NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
 }
+
+/// The library's messages name no command-line flags: the CLI and the
+/// Python package each say the way out in their own words.
+#[tokio::test]
+async fn library_messages_name_no_command_line_flags() {
+    let repo = Repo::init("memory://", WriteSettings::default())
+        .await
+        .unwrap();
+    let b = RecordBatch::try_from_iter(vec![(
+        "id",
+        Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef,
+    )])
+    .unwrap();
+    let keyed = CommitOptions {
+        key: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    repo.commit("k", b.schema(), vec![b.clone()], &keyed)
+        .await
+        .unwrap();
+    repo.commit("u", b.schema(), vec![b.clone()], &CommitOptions::default())
+        .await
+        .unwrap();
+    let with = |mode, key: Option<&str>, branch: &str| CommitOptions {
+        mode,
+        key: key.map(|k| vec![k.to_string()]),
+        branch: branch.to_string(),
+        ..Default::default()
+    };
+    for (table, opts) in [
+        ("k", with(Mode::Append, None, "main")),
+        ("u", with(Mode::Upsert, None, "main")),
+        ("k", with(Mode::Overwrite, Some("other"), "main")),
+        ("u", with(Mode::Overwrite, Some("id"), "main")),
+        ("k", with(Mode::Overwrite, None, "dev")),
+    ] {
+        let e = repo
+            .commit(table, b.schema(), vec![b.clone()], &opts)
+            .await
+            .unwrap_err();
+        assert!(!e.to_string().contains("--"), "{e}");
+    }
+    let e = Repo::discover(None, std::path::Path::new("/")).unwrap_err();
+    assert!(!e.to_string().contains("--"), "{e}");
+}
