@@ -323,9 +323,21 @@ def test_errors_name_this_package_s_arguments_not_the_command_line_s_flags(tmp_p
         (lambda: repo.commit("sales", pa.table({"id": [3]}), key=["other"]), "omit key="),
         (lambda: repo.commit("sales", pa.table({"id": [3]}), branch="dev"), "create_branch=True"),
         (lambda: tablepin.Repo(str(tmp_path / "none")), "tablepin.Repo.init(path)"),
+        (lambda: repo.commit("sales", pa.table({"id": [1.0, 2.0]})), "allow_schema_change=True"),
+        (lambda: repo.commit("sales", pa.table({"id": [1.0, 2.0]})), "cast=True"),
+        (lambda: repo.delete_branch("main"), "force=True"),
     ]
     for call, says in cases:
         with pytest.raises(tablepin.Error) as e:
             call()
         assert says in str(e.value)
         assert "--" not in str(e.value), str(e.value)
+
+
+def test_erase_and_gc_mistakes_name_this_package_s_arguments(tmp_path):
+    repo = tablepin.Repo.init(str(tmp_path / "repo"))
+    repo.commit("sales", pa.table({"id": [1, 2]}), key=["id"])
+    with pytest.raises(tablepin.BadInput, match='pass reason="'):
+        repo.erase("sales", "id = 1", reason=" ")
+    with pytest.raises(tablepin.BadInput, match="use keep_last=1 or more"):
+        repo.gc(keep_last=0)

@@ -113,6 +113,27 @@ fn in_flags(e: &tablepin::Error) -> Option<String> {
         E::KeyChange { table, old, new } => {
             format!("table '{table}' is keyed by [{old}], not [{new}]; omit --key or pass --key {old}")
         }
+        E::SchemaChange {
+            table,
+            detail,
+            cast_to,
+        } => {
+            let cast = cast_to.as_ref().map_or(String::new(), |(c, t)| {
+                format!(", or --cast to read the input's '{c}' as {t} when no value changes")
+            });
+            format!("schema of table '{table}' would change: {detail}; pass --allow-schema-change to accept it{cast}")
+        }
+        E::ProtectedBranch { name, reason, what } => format!(
+            "{reason}; deleting it leaves {what} for gc to expire. Pass --force to delete it anyway (it stays restorable with `tablepin branch --restore {name}`)"
+        ),
+        E::RewriteNeedsOverwrite { table, detail } => format!(
+            "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs --mode overwrite"
+        ),
+        E::NoReason => "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
+        E::KeepNone => "--keep-last 0 would expire every branch head, which gc always keeps; use --keep-last 1 or more".into(),
+        E::TagAndBranch { rev, tag, branch } => format!(
+            "'{rev}' names both a tag (at {tag}) and a branch (at {branch}); rename one of them (`tablepin tag --delete {rev}` and tag again under another name)"
+        ),
         _ => return None,
     })
 }

@@ -100,6 +100,24 @@ fn in_python(e: &tablepin::Error) -> Option<String> {
         E::KeyChange { table, old, new } => {
             format!("table '{table}' is keyed by [{old}], not [{new}]; omit key= or pass key=[{old}]")
         }
+        E::SchemaChange {
+            table,
+            detail,
+            cast_to,
+        } => {
+            let cast = cast_to.as_ref().map_or(String::new(), |(c, t)| {
+                format!(", or cast=True to read the input's '{c}' as {t} when no value changes")
+            });
+            format!("schema of table '{table}' would change: {detail}; pass allow_schema_change=True to accept it{cast}")
+        }
+        E::ProtectedBranch { name, reason, what } => format!(
+            "{reason}; deleting it leaves {what} for gc to expire. Pass force=True to delete it anyway (branch '{name}' stays restorable)"
+        ),
+        E::RewriteNeedsOverwrite { table, detail } => format!(
+            "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs mode=\"overwrite\""
+        ),
+        E::NoReason => "an erasure needs a reason for the audit record: pass reason=\"…\"".into(),
+        E::KeepNone => "keep_last=0 would expire every branch head, which gc always keeps; use keep_last=1 or more".into(),
         _ => return None,
     })
 }

@@ -136,15 +136,42 @@ pub enum Error {
     },
     /// The input's schema differs from the table's.
     #[error(
-        "schema of table '{table}' would change: {detail}; pass --allow-schema-change to accept it{hint}"
+        "schema of table '{table}' would change: {detail}; allow the schema change to accept it{}",
+        cast_hint(cast_to)
     )]
     SchemaChange {
         /// The table.
         table: String,
         /// Which column changed and how.
         detail: String,
-        /// Another way out, as ", or --cast …", or empty.
-        hint: String,
+        /// Another way out: reading this input column as this type (when
+        /// no value changes).
+        cast_to: Option<(String, String)>,
+    },
+    /// An incompatible schema change in a mode that does not rewrite the
+    /// table.
+    #[error("schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs overwrite mode")]
+    RewriteNeedsOverwrite {
+        /// The table.
+        table: String,
+        /// Which column changed and how.
+        detail: String,
+    },
+    /// An erasure without a reason for its audit record.
+    #[error("an erasure needs a reason for the audit record")]
+    NoReason,
+    /// A retention policy keeping no version of a branch.
+    #[error("keeping the last 0 versions would expire every branch head, which gc always keeps; keep the last 1 or more")]
+    KeepNone,
+    /// A name that is both a tag and a branch, naming different versions.
+    #[error("'{rev}' names both a tag (at {tag}) and a branch (at {branch}); rename one of them (delete the tag and tag again under another name)")]
+    TagAndBranch {
+        /// The name.
+        rev: String,
+        /// The tag's version (short id).
+        tag: String,
+        /// The branch's version (short id).
+        branch: String,
     },
     /// A revision that names nothing.
     #[error("unknown revision '{rev}': no tag, branch or version id matches; see `tablepin log` and `tablepin tag --list`")]
@@ -185,7 +212,7 @@ pub enum Error {
         hint: String,
     },
     /// Deleting the last branch, or the default branch, without force.
-    #[error("{reason}; deleting it leaves {what} for gc to expire. Pass --force to delete it anyway (it stays restorable with `tablepin branch --restore {name}`)")]
+    #[error("{reason}; deleting it leaves {what} for gc to expire. Force the deletion to delete it anyway (branch '{name}' stays restorable)")]
     ProtectedBranch {
         /// The branch.
         name: String,
@@ -317,6 +344,15 @@ pub enum Error {
     Query(String),
 }
 
+fn cast_hint(cast_to: &Option<(String, String)>) -> String {
+    match cast_to {
+        Some((column, to)) => {
+            format!(", or cast the input's '{column}' to {to} when no value changes")
+        }
+        None => String::new(),
+    }
+}
+
 fn key_change_message(table: &str, old: &str, new: &str) -> String {
     if old.is_empty() {
         format!("table '{table}' has no key (it was first committed without one), so the key [{new}] does not apply to it; commit without a key")
@@ -339,6 +375,10 @@ impl Error {
             | E::NoKey { .. }
             | E::AlreadyCompact { .. }
             | E::SchemaChange { .. }
+            | E::RewriteNeedsOverwrite { .. }
+            | E::NoReason
+            | E::KeepNone
+            | E::TagAndBranch { .. }
             | E::InvalidName { .. }
             | E::InvalidArgument(_)
             | E::AmbiguousRev { .. }

@@ -704,4 +704,29 @@ async fn library_messages_name_no_command_line_flags() {
     }
     let e = Repo::discover(None, std::path::Path::new("/")).unwrap_err();
     assert!(!e.to_string().contains("--"), "{e}");
+    // A schema change (with a cast that would do), and the last branch.
+    let floats = RecordBatch::try_from_iter(vec![(
+        "id",
+        Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef,
+    )])
+    .unwrap();
+    let e = repo
+        .commit(
+            "k",
+            floats.schema(),
+            vec![floats],
+            &CommitOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("cast the input's 'id' to Int64"),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("--"), "{e}");
+    let e = repo
+        .delete_ref(RefKind::Branch, "main", false)
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().contains("--"), "{e}");
 }

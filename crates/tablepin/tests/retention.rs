@@ -162,7 +162,12 @@ async fn a_contradictory_policy_is_refused() {
         })
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("--keep-last 0"), "{err}");
+    assert!(matches!(err, tablepin::Error::KeepNone), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("keeping the last 0 versions would expire every branch head"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -244,9 +244,7 @@ impl Repo {
     /// Plans an erasure. Changes nothing.
     pub async fn erase_plan(&self, opts: &EraseOptions) -> Result<ErasePlan> {
         if opts.reason.trim().is_empty() {
-            return Err(Error::InvalidArgument(
-                "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
-            ));
+            return Err(Error::NoReason);
         }
         let lease = self.take_lease(LeaseKind::Erase).await?;
         let out = self.plan_erasure(opts).await;

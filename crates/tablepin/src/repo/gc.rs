@@ -68,9 +68,7 @@ impl GcPolicy {
     /// Refuses a policy that contradicts itself.
     pub fn validate(&self) -> Result<()> {
         if self.keep_last == Some(0) {
-            return Err(Error::InvalidArgument(
-                "--keep-last 0 would expire every branch head, which gc always keeps; use --keep-last 1 or more".into(),
-            ));
+            return Err(Error::KeepNone);
         }
         if self.keep_within_ms.is_some_and(|d| d < 0) || self.grace_ms < 0 {
             return Err(Error::InvalidArgument(

@@ -163,11 +163,11 @@ impl Repo {
         let branch = self.store().ref_head(RefKind::Branch, rev).await?;
         match (tag.and_then(|e| e.target), branch.and_then(|e| e.target)) {
             (Some(t), Some(b)) if t != b => {
-                return Err(Error::InvalidArgument(format!(
-                    "'{rev}' names both a tag (at {}) and a branch (at {}); rename one of them (`tablepin tag --delete {rev}` and tag again under another name)",
-                    t.short(12),
-                    b.short(12)
-                )))
+                return Err(Error::TagAndBranch {
+                    rev: rev.to_string(),
+                    tag: t.short(12),
+                    branch: b.short(12),
+                })
             }
             (Some(t), _) | (None, Some(t)) => return Ok(t),
             (None, None) => {}

@@ -176,7 +176,7 @@ fn resolve_schema(
         return Ok((Arc::new(Schema::new(input.fields().clone())), true, false));
     };
     let mut problem: Option<String> = None;
-    let mut hint = String::new();
+    let mut cast_to = None;
     let mut fields: Vec<Field> = Vec::new();
     let mut moved = false;
     for pf in parent.fields() {
@@ -208,11 +208,7 @@ fn resolve_schema(
                         ""
                     };
                     problem = Some(format!("{}{why}", change()));
-                    hint = format!(
-                        ", or --cast to read the input's '{}' as {} when no value changes",
-                        pf.name(),
-                        pf.data_type()
-                    );
+                    cast_to = Some((pf.name().clone(), pf.data_type().to_string()));
                 }
                 continue;
             }
@@ -247,11 +243,12 @@ fn resolve_schema(
         Some(detail) if !rules.allow_change => Err(Error::SchemaChange {
             table: table.to_string(),
             detail,
-            hint,
+            cast_to,
         }),
-        Some(detail) if mode != Mode::Overwrite => Err(Error::InvalidArgument(format!(
-            "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs --mode overwrite"
-        ))),
+        Some(detail) if mode != Mode::Overwrite => Err(Error::RewriteNeedsOverwrite {
+            table: table.to_string(),
+            detail,
+        }),
         Some(_) => Ok((Arc::new(Schema::new(input.fields().clone())), true, true)),
     }
 }
@@ -1182,7 +1179,7 @@ async fn plan_delete(
                     f_in.data_type(),
                     f_t.data_type()
                 ),
-                hint: String::new(),
+                cast_to: None,
             });
         }
     }
@@ -1410,8 +1407,12 @@ mod tests {
         assert!(err.to_string().contains("does not widen"), "{err}");
         assert!(
             err.to_string()
-                .contains("or --cast to read the input's 'id' as Int32"),
+                .contains("or cast the input's 'id' to Int32 when no value changes"),
             "{err}"
+        );
+        assert!(
+            matches!(&err, Error::SchemaChange { cast_to: Some((c, t)), .. } if c == "id" && t == "Int32"),
+            "{err:?}"
         );
         let cast = SchemaRules { cast: true, ..NONE };
         let (s, moved, _) =
@@ -1422,7 +1423,10 @@ mod tests {
         let p = schema(&[("q", DataType::Int64, true)]);
         let f = schema(&[("q", DataType::Float64, true)]);
         let err = resolve_schema("t", Some(&p), &f, NONE, Mode::Append, &[]).unwrap_err();
-        assert!(err.to_string().contains("or --cast"), "{err}");
+        assert!(
+            matches!(&err, Error::SchemaChange { cast_to: Some((c, t)), .. } if c == "q" && t == "Int64"),
+            "{err:?}"
+        );
         assert!(resolve_schema("t", Some(&p), &f, cast, Mode::Append, &[]).is_ok());
     }
 
