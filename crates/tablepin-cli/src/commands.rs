@@ -350,9 +350,15 @@ async fn resolve_read(
     Ok((id, replaced))
 }
 
-/// Reads a table at a revision, with the note of [`resolve_read`].
-async fn read_rev(repo: &Repo, rev: &str, table: &str) -> Result<tablepin::TableRead> {
-    let (read, replaced) = repo.read_noted(rev, table, None).await?;
+/// Reads what `opts` asks of a table at a revision, with the note of
+/// [`resolve_read`].
+async fn scan_rev(
+    repo: &Repo,
+    rev: &str,
+    table: &str,
+    opts: &tablepin::ScanOptions,
+) -> Result<tablepin::TableRead> {
+    let (read, replaced) = repo.scan(rev, table, opts).await?;
     if let Some(r) = &replaced {
         eprintln!("note: {}", replaced_text(r));
     }
@@ -562,14 +568,20 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> {
-    tablepin::files::FileFormat::from_path(&a.output).map_err(|_| {
+/// Refuses, before any work, an output file whose name says no format
+/// tablepin writes; `what` says what was to be written ("export to").
+pub fn check_output(what: &str, path: &str) -> Result<()> {
+    tablepin::files::FileFormat::from_path(path).map_err(|_| {
         usage(format!(
-            "cannot export to '{}': name the file .parquet, .csv, .arrow or .feather",
-            a.output
+            "cannot {what} '{path}': name the file .parquet, .csv, .arrow or .feather"
         ))
     })?;
-    let read = read_rev(repo, &a.rev, &a.table).await?;
+    Ok(())
+}
+
+async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> {
+    check_output("export to", &a.output)?;
+    let read = scan_rev(repo, &a.rev, &a.table, &Default::default()).await?;
     tablepin::files::write_table_file(&a.output, &read.schema, &read.batches)?;
     if json_out {
         output::json(&json!({
@@ -613,10 +625,7 @@ async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
         limit: Some(a.limit),
         ..Default::default()
     };
-    let (read, replaced) = repo.scan(&a.rev, &a.table, &opts).await?;
-    if let Some(r) = &replaced {
-        eprintln!("note: {}", replaced_text(r));
-    }
+    let read = scan_rev(repo, &a.rev, &a.table, &opts).await?;
     let shown = read.batches;
     if json_out {
         let rows = rows_json(&shown)?;

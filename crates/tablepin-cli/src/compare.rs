@@ -9,16 +9,12 @@ use serde_json::json;
 use tablepin::{Repo, RestoreOptions, TableDiff};
 
 use crate::cli::{DiffArgs, RestoreArgs, SqlArgs};
-use crate::commands::{rows_json, usage};
+use crate::commands::{check_output, rows_json, usage};
 use crate::output;
 
 pub async fn diff(repo: &Repo, a: DiffArgs, json_out: bool) -> Result<ExitCode> {
     if let Some(out) = &a.output {
-        tablepin::files::FileFormat::from_path(out).map_err(|_| {
-            usage(format!(
-                "cannot write the diff to '{out}': name the file .parquet, .csv, .arrow or .feather"
-            ))
-        })?;
+        check_output("write the diff to", out)?;
     }
     let d = repo.diff(&a.old, &a.new, a.table.as_deref()).await?;
     if let Some(out) = &a.output {
@@ -229,11 +225,7 @@ pub async fn restore(repo: &Repo, a: RestoreArgs, json_out: bool) -> Result<Exit
 
 pub async fn sql(repo: &Repo, a: SqlArgs, json_out: bool) -> Result<ExitCode> {
     if let Some(out) = &a.output {
-        tablepin::files::FileFormat::from_path(out).map_err(|_| {
-            usage(format!(
-                "cannot write the result to '{out}': name the file .parquet, .csv, .arrow or .feather"
-            ))
-        })?;
+        check_output("write the result to", out)?;
     }
     let r = repo.sql(&a.query).await?;
     let rows: usize = r.batches.iter().map(|b| b.num_rows()).sum();

@@ -122,6 +122,17 @@ fn in_python(e: &tablepin::Error) -> Option<String> {
     })
 }
 
+/// Rows handed to Python as an Arrow C stream (no buffer copied).
+fn stream(
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> PyArrowType<Box<dyn RecordBatchReader + Send>> {
+    PyArrowType(Box::new(RecordBatchIterator::new(
+        batches.into_iter().map(Ok),
+        schema,
+    )))
+}
+
 fn internal(what: &str, e: impl std::fmt::Display) -> PyErr {
     InternalError::new_err(format!("{what}: {e}"))
 }
@@ -307,12 +318,7 @@ impl PyRepo {
             "replaced": replaced,
             "stats": read.stats,
         });
-        let schema = read.schema.clone();
-        let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(
-            read.batches.into_iter().map(Ok),
-            schema,
-        ));
-        Ok((PyArrowType(reader), json(&meta)?))
+        Ok((stream(read.schema, read.batches), json(&meta)?))
     }
 
     /// Commits rows given as an Arrow C stream; what the commit did (JSON).
@@ -371,10 +377,7 @@ impl PyRepo {
                     serde_json::to_value(&t).map_err(|e| internal("encoding a diff", e))?;
                 meta["old"] = serde_json::json!(d.old);
                 meta["new"] = serde_json::json!(d.new);
-                let schema = t.rows.schema();
-                let reader: Box<dyn RecordBatchReader + Send> =
-                    Box::new(RecordBatchIterator::new([Ok(t.rows)], schema));
-                Ok((json(&meta)?, PyArrowType(reader)))
+                Ok((json(&meta)?, stream(t.rows.schema(), vec![t.rows])))
             })
             .collect()
     }
@@ -389,11 +392,7 @@ impl PyRepo {
         let repo = self.repo.clone();
         let r = run(py, async move { repo.sql(&query).await })?;
         let meta = json(&r)?;
-        let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(
-            r.batches.into_iter().map(Ok),
-            r.schema,
-        ));
-        Ok((PyArrowType(reader), meta))
+        Ok((stream(r.schema, r.batches), meta))
     }
 
     /// A new version on `branch` with the tables of `rev` (JSON).

@@ -4,13 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::array::RecordBatch;
-use bytes::Bytes;
 use serde::Serialize;
 use tablepin_format::{
-    encode_manifest, ContentHash, ObjectId, RefEntry, RefKind, TableChange, TableSnapshot, Version,
-    VersionId, FORMAT_VERSION,
+    ContentHash, ObjectId, RefKind, TableChange, TableSnapshot, Version, VersionId, FORMAT_VERSION,
 };
-use tablepin_store::StoreError;
 
 use super::{list_or_none, now_ms, Repo, Retry};
 use crate::error::{Error, Result};
@@ -276,7 +273,10 @@ impl Repo {
                 changes: result.changes.clone(),
                 replaces: None,
             };
-            if let Some(id) = self.land_version(&version, &opts.branch, &head).await? {
+            if let Some((id, _)) = self
+                .land_version(&version, &opts.branch, Some(&head))
+                .await?
+            {
                 result.version = Some(id);
                 return Ok(result);
             }
@@ -328,33 +328,6 @@ impl Repo {
             );
         }
         Ok(out)
-    }
-
-    /// Writes a version that names only blobs the repository holds, then
-    /// the branch's next ref entry after `head`. `None` when another writer
-    /// moved the branch first.
-    async fn land_version(
-        &self,
-        version: &Version,
-        branch: &str,
-        head: &RefEntry,
-    ) -> Result<Option<VersionId>> {
-        let bytes = encode_manifest("version", version)?;
-        let out = self.store.put_blob(Bytes::from(bytes)).await?;
-        let id = VersionId(out.id);
-        let entry = RefEntry {
-            format: FORMAT_VERSION,
-            seq: head.seq + 1,
-            target: Some(id),
-            time_ms: version.time_ms,
-            author: self.author.clone(),
-            message: format!("commit: {}", version.message),
-        };
-        match self.store.append_ref(RefKind::Branch, branch, &entry).await {
-            Ok(()) => Ok(Some(id)),
-            Err(StoreError::RefConflict { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
     }
 }
 

@@ -729,26 +729,12 @@ impl Repo {
             changes: BTreeMap::from([(table.to_string(), change.clone())]),
             replaces: None,
         };
-        let vbytes = encode_manifest("version", &version)?;
-        let vout = self.store.put_blob(Bytes::from(vbytes)).await?;
-        let vid = VersionId(vout.id);
-        let entry = RefEntry {
-            format: FORMAT_VERSION,
-            seq: head.as_ref().map_or(1, |h| h.seq + 1),
-            target: Some(vid),
-            time_ms,
-            author: self.author.clone(),
-            message: format!("commit: {}", opts.message),
+        let Some((vid, version_bytes)) = self
+            .land_version(&version, &opts.branch, head.as_ref())
+            .await?
+        else {
+            return Ok(None);
         };
-        match self
-            .store
-            .append_ref(RefKind::Branch, &opts.branch, &entry)
-            .await
-        {
-            Ok(()) => {}
-            Err(StoreError::RefConflict { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        }
         // Belt and braces against a gc that read the blobs' ages just
         // before this commit freshened them: put back any blob of this
         // commit that is gone. Only a blob that was there already can be:
@@ -776,8 +762,36 @@ impl Repo {
             rows: plan.snapshot.rows,
             content_hash: plan.snapshot.content_hash,
             change,
-            version_bytes: vout.bytes,
+            version_bytes,
         }))
+    }
+
+    /// Writes a version (whose blobs are stored already), then the
+    /// branch's next ref entry after `head` (the first when `None`): the
+    /// version's id and bytes, or `None` when another writer moved the
+    /// branch first.
+    pub(crate) async fn land_version(
+        &self,
+        version: &Version,
+        branch: &str,
+        head: Option<&RefEntry>,
+    ) -> Result<Option<(VersionId, u64)>> {
+        let bytes = encode_manifest("version", version)?;
+        let out = self.store.put_blob(Bytes::from(bytes)).await?;
+        let id = VersionId(out.id);
+        let entry = RefEntry {
+            format: FORMAT_VERSION,
+            seq: head.map_or(1, |h| h.seq + 1),
+            target: Some(id),
+            time_ms: version.time_ms,
+            author: self.author.clone(),
+            message: format!("commit: {}", version.message),
+        };
+        match self.store.append_ref(RefKind::Branch, branch, &entry).await {
+            Ok(()) => Ok(Some((id, out.bytes))),
+            Err(StoreError::RefConflict { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Where a commit to a branch without a head starts: at the default

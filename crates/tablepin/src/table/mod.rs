@@ -51,6 +51,16 @@ pub struct ReadStats {
     pub columns_decoded: usize,
 }
 
+impl ReadStats {
+    /// Counts a file read: its blob, its deletion vector and its rows.
+    fn count_file(&mut self, f: &tablepin_format::FileEntry) {
+        self.files += 1;
+        self.bytes += f.stored_bytes();
+        self.deletion_vectors += usize::from(f.deletes.is_some());
+        self.rows_in_files += f.rows;
+    }
+}
+
 /// The Arrow schema of a snapshot.
 pub(crate) fn schema_of(snap: &TableSnapshot) -> SchemaRef {
     Arc::new(snap.schema.clone())
@@ -220,13 +230,7 @@ async fn read_rows(
     let mut stats = ReadStats::default();
     let dvs = dv::load_many(store, &snap.files).await?;
     for f in &snap.files {
-        stats.files += 1;
-        stats.bytes += f.bytes;
-        if let Some(d) = &f.deletes {
-            stats.deletion_vectors += 1;
-            stats.bytes += d.bytes;
-        }
-        stats.rows_in_files += f.rows;
+        stats.count_file(f);
     }
     // Fetch, verify and decode each file as one job, on all cores.
     let ids: Vec<_> = snap.files.iter().map(|f| f.data).collect();
@@ -262,21 +266,20 @@ async fn read_first(
         return Ok((Vec::new(), ReadStats::default()));
     }
     let keyed = ordered && !snap.key.is_empty();
-    let codec = match keyed {
-        true => Some(keys::KeyCodec::new(
-            schema,
-            keys::key_indices("", schema, &snap.key)?,
-        )?),
-        false => None,
+    let key_at = match keyed {
+        true => keys::key_indices("", schema, &snap.key)?,
+        false => Vec::new(),
     };
     let ranged = snap.files.iter().all(|f| f.key_min.is_some());
     let mut order: Vec<usize> = (0..snap.files.len()).collect();
     if keyed && ranged {
         order.sort_by(|&a, &b| snap.files[a].key_min.cmp(&snap.files[b].key_min));
     }
-    let key_col = match &codec {
-        Some(_) if ranged => Some(keys::key_indices("", schema, &snap.key)?[0]),
-        _ => None,
+    // Key ranges are kept for single-column keys only.
+    let key_col = key_at.first().copied().filter(|_| ranged);
+    let codec = match keyed {
+        true => Some(keys::KeyCodec::new(schema, key_at)?),
+        false => None,
     };
     let mut stats = ReadStats::default();
     let mut known = dv::Known::new();
@@ -301,10 +304,7 @@ async fn read_first(
         }
         let dv = dv::load(store, f, &mut known).await?;
         let bytes = store.get_blob(&f.data).await?;
-        stats.files += 1;
-        stats.bytes += f.bytes + f.deletes.as_ref().map_or(0, |d| d.bytes);
-        stats.deletion_vectors += usize::from(f.deletes.is_some());
-        stats.rows_in_files += f.rows;
+        stats.count_file(f);
         let file = datafile::DataFile::open(f.data, bytes)?;
         per_file.push(file.read_limited(schema, datafile::Select::Live(dv.as_ref()), Some(n))?);
         first = match &codec {
