@@ -12,7 +12,33 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # workspace's build of the extension crate and maturin's the same one.
 export PYO3_BUILD_EXTENSION_MODULE=1
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+# An S3-compatible server (moto, from the test environment) for the
+# remote-repository tests, on 127.0.0.1, stopped when this script ends.
+python="$(TABLEPIN_VENV_ONLY=1 bash scripts/python-env.sh | tail -n 1)"
+read -r s3_pid s3_port < <("$python" scripts/test-server.py s3) || true
+[ -n "${s3_port:-}" ] || { echo "the S3 test server (moto) did not start"; exit 1; }
+trap 'kill "$s3_pid" 2>/dev/null; rm -f "$log"' EXIT
+export TABLEPIN_TEST_S3="s3://tablepin-test"
+export AWS_ENDPOINT_URL="http://127.0.0.1:$s3_port" AWS_ALLOW_HTTP=true
+export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
+unset AWS_SESSION_TOKEN AWS_PROFILE
+# The Azure emulator (Azurite, from the npm registry) where npm can install
+# it: the store's conformance suite runs against it too.
+azurite="$HOME/.cache/tablepin-azurite"
+if command -v npm >/dev/null && { [ -x "$azurite/node_modules/.bin/azurite-blob" ] ||
+  npm install --prefix "$azurite" --silent --no-audit --no-fund azurite@3 >/dev/null 2>&1; }; then
+  azdata="$(mktemp -d)"
+  read -r az_pid az_port < <("$python" scripts/test-server.py azure "$azurite/node_modules/.bin/azurite-blob" "$azdata") || true
+  trap 'kill "$s3_pid" ${az_pid:-} 2>/dev/null; rm -rf "$log" "$azdata"' EXIT
+  if [ -n "${az_port:-}" ]; then
+    export TABLEPIN_TEST_AZURE="az://tablepin-test" AZURE_STORAGE_USE_EMULATOR=true
+    export AZURITE_BLOB_STORAGE_URL="http://127.0.0.1:$az_port"
+  else
+    echo "Azurite did not start: the Azure tests do not run"
+  fi
+else
+  echo "Azurite could not be installed from the npm registry: the Azure tests do not run"
+fi
 
 set +e
 cargo test --workspace --release --locked --no-fail-fast 2>&1 | tee "$log"

@@ -256,6 +256,9 @@ class ErasedCheck:
     rows: int
     holders: tuple[tuple[str, int], ...]
     """Data files still holding an erased row, with how many."""
+    cache_removed: int = 0
+    """Copies in this machine's blob cache (a repository in a bucket) of
+    blobs the repository no longer holds, removed by the check."""
 
     @property
     def ok(self) -> bool:
@@ -264,7 +267,9 @@ class ErasedCheck:
 
     @classmethod
     def _from(cls, d: dict[str, Any]) -> ErasedCheck:
-        return cls(d["records"], d["files"], d["rows"], tuple((b, n) for b, n in d["holders"]))
+        return cls(
+            d["records"], d["files"], d["rows"], tuple((b, n) for b, n in d["holders"]), d["cache_removed"]
+        )
 
 
 @dataclass(frozen=True)

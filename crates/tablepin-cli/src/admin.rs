@@ -221,6 +221,12 @@ pub fn print_erased(e: &ErasedCheck) -> Result<()> {
     for (b, n) in &e.holders {
         outln!("problem: blob {b} holds {n} erased rows");
     }
+    if e.cache_removed > 0 {
+        outln!(
+            "Removed {} blobs from this machine's cache that the repository no longer holds",
+            e.cache_removed
+        );
+    }
     Ok(())
 }
 
@@ -303,6 +309,46 @@ fn print_lab(r: &serde_json::Value) -> Result<()> {
 }
 
 pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
+    if let Some(remote) = &a.remote {
+        let r = tablepin_lab::remote_bench::run(remote, a.rows, a.repeat, a.latency.into()).await?;
+        if json_out {
+            output::json(&r)?;
+        } else {
+            outln!(
+                "{} rows, median of {} (targets: a weekly commit in at most 15 requests and under 0.5 s with {} ms per request; a head read in at most one GET per data file + 4)",
+                r["rows"], r["repeat"], r["latency_ms"]
+            );
+            for s in r["stores"].as_array().into_iter().flatten() {
+                outln!(
+                    "{:<28} weekly commit {:>7.1} ms, {:>3} requests; head read {:>7.1} ms, {:>3} requests ({} GET, {} data files)",
+                    s["store"].as_str().unwrap_or(""),
+                    s["weekly_commit_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+                    s["weekly_commit_requests_median"],
+                    s["head_read_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+                    s["head_read_requests_median"],
+                    s["head_read_gets_median"],
+                    s["head_data_files"],
+                );
+            }
+            for (name, c) in r["commands"].as_object().into_iter().flatten() {
+                outln!(
+                    "{name:<40} {:>4} requests ({} GET, {} HEAD, {} PUT, {} LIST, {} DELETE)",
+                    c["get"].as_u64().unwrap_or(0)
+                        + c["head"].as_u64().unwrap_or(0)
+                        + c["put"].as_u64().unwrap_or(0)
+                        + c["list"].as_u64().unwrap_or(0)
+                        + c["delete"].as_u64().unwrap_or(0)
+                        + c["copy"].as_u64().unwrap_or(0),
+                    c["get"],
+                    c["head"],
+                    c["put"],
+                    c["list"],
+                    c["delete"]
+                );
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let opts = tablepin_lab::bench::BenchOptions {
         rows: a.rows,
         repeat: a.repeat,

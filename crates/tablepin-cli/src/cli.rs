@@ -18,14 +18,22 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "tablepin", version, max_term_width = 100)]
 pub struct Cli {
-    /// The repository: a folder or file:// URL (default: .tablepin here or
-    /// in a parent folder).
+    /// The repository: a folder, or a URL: file://, s3://BUCKET/PREFIX,
+    /// gs://BUCKET/PREFIX or az://CONTAINER/PREFIX (default: .tablepin here
+    /// or in a parent folder). Credentials, regions and endpoints come from
+    /// the cloud's usual environment (AWS_*, GOOGLE_*, AZURE_*; for an
+    /// S3-compatible server, AWS_ENDPOINT_URL and AWS_ALLOW_HTTP=true).
     #[arg(long, global = true, env = "TABLEPIN_REPO", value_name = "PATH-OR-URL")]
     pub repo: Option<String>,
 
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// After the command, print on stderr the requests it made of the
+    /// repository's store (GET, HEAD, PUT, LIST, DELETE, bytes).
+    #[arg(long, global = true)]
+    pub stats: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -389,6 +397,14 @@ pub struct BenchArgs {
     /// Also time gc and erase on the lab's 110 versions (needs the data).
     #[arg(long)]
     pub data: Option<String>,
+    /// Instead, time the weekly commit and the head read on this bucket
+    /// (s3://BUCKET/PREFIX, ...), with and without --latency per request,
+    /// beside a local folder, and count their requests.
+    #[arg(long, value_name = "URL")]
+    pub remote: Option<String>,
+    /// The latency added per request in the --remote measurement.
+    #[arg(long, default_value = "20ms", value_name = "DURATION")]
+    pub latency: humantime::Duration,
 }
 
 #[derive(Debug, Args)]

@@ -28,25 +28,87 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
-async fn open(cli_repo: &Option<String>) -> Result<Repo> {
+/// The repository a command works on, and a handle on its store's request
+/// counts (set as soon as the store exists, so that `--stats` can report a
+/// command that failed while opening it).
+async fn open(
+    cli_repo: &Option<String>,
+    stats: &mut Option<tablepin::store::StoreStats>,
+) -> Result<Repo> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     let location = Repo::discover(cli_repo.as_deref(), &cwd)?;
-    // Test hook for crash-safety tests: stop the process (as a kill would)
-    // before the N+1-th write to the repository.
+    // Test hooks: stop the process (as a kill would) before the N+1-th
+    // write to the repository; inject a seeded schedule of store faults.
     let fault = std::env::var("TABLEPIN_FAULT_AFTER_WRITES")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
-    let store = Repo::store_at(&location)?;
-    Ok(Repo::open_store(store.with_fault_after(fault)).await?)
+    let mut store = Repo::store_at(&location)?.with_fault_after(fault);
+    if let Ok(spec) = std::env::var("TABLEPIN_FAULTS") {
+        let plan = tablepin::store::faults::FaultPlan::parse(&spec).ok_or_else(|| {
+            usage(format!(
+                "TABLEPIN_FAULTS takes seed=N,rate=R (R from 0 to 1), not '{spec}'"
+            ))
+        })?;
+        store = store.with_faults(plan);
+    }
+    *stats = Some(store.stats());
+    Ok(Repo::open_store(store).await?)
+}
+
+/// `--stats`: what the command asked of the repository's store, on stderr
+/// (stdout stays the command's own output).
+fn print_stats(stats: &tablepin::store::StoreStats, json_out: bool) {
+    // The command's output first, where both go to one terminal.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let requests = stats.requests();
+    let faults = stats.faults_injected();
+    if json_out {
+        eprintln!(
+            "{}",
+            json!({ "requests": requests, "requests_total": requests.total(), "faults_injected": faults })
+        );
+    } else {
+        match faults {
+            Some(n) => eprintln!("tablepin: {requests}; {n} faults injected"),
+            None => eprintln!("tablepin: {requests}"),
+        }
+    }
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let json_out = cli.json;
-    match cli.command {
-        Command::Init(a) => init(&cli.repo, a, json_out).await,
-        Command::Commit(a) => commit(&open(&cli.repo).await?, a, json_out).await,
-        Command::Log(a) => log(&open(&cli.repo).await?, a, json_out).await,
-        Command::Show(a) => show(&open(&cli.repo).await?, a, json_out).await,
+    let command = match cli.command {
+        Command::Init(a) => return init(&cli.repo, a, json_out, cli.stats).await,
+        Command::Lab(a) => return crate::admin::lab(a, json_out).await,
+        Command::Bench(a) => return crate::admin::bench(a, json_out).await,
+        Command::Generate(a) => return generate(a, json_out),
+        command => command,
+    };
+    let mut stats = None;
+    let result = match open(&cli.repo, &mut stats).await {
+        Ok(repo) => {
+            let result = on_repo(&repo, command, json_out).await;
+            for id in repo.store().cache_repairs() {
+                eprintln!(
+                    "tablepin: warning: the cached copy of blob {id} was damaged; it was dropped and read from the repository again"
+                );
+            }
+            result
+        }
+        Err(e) => Err(e),
+    };
+    if let (true, Some(stats)) = (cli.stats, &stats) {
+        print_stats(stats, json_out);
+    }
+    result
+}
+
+/// Runs a command that works on an open repository.
+async fn on_repo(repo: &Repo, command: Command, json_out: bool) -> Result<ExitCode> {
+    match command {
+        Command::Commit(a) => commit(repo, a, json_out).await,
+        Command::Log(a) => log(repo, a, json_out).await,
+        Command::Show(a) => show(repo, a, json_out).await,
         Command::Tag(a) => {
             let r = RefArgs {
                 kind: RefKind::Tag,
@@ -59,7 +121,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 deleted: a.deleted,
                 restore: a.restore,
             };
-            refs(&open(&cli.repo).await?, r, json_out).await
+            refs(repo, r, json_out).await
         }
         Command::Branch(a) => {
             let r = RefArgs {
@@ -73,25 +135,25 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 deleted: a.deleted,
                 restore: a.restore,
             };
-            refs(&open(&cli.repo).await?, r, json_out).await
+            refs(repo, r, json_out).await
         }
-        Command::Export(a) => export(&open(&cli.repo).await?, a, json_out).await,
-        Command::Cat(a) => cat(&open(&cli.repo).await?, a, json_out).await,
-        Command::Diff(a) => crate::compare::diff(&open(&cli.repo).await?, a, json_out).await,
-        Command::Sql(a) => crate::compare::sql(&open(&cli.repo).await?, a, json_out).await,
-        Command::Restore(a) => crate::compare::restore(&open(&cli.repo).await?, a, json_out).await,
-        Command::Verify(a) => verify(&open(&cli.repo).await?, a, json_out).await,
-        Command::Compact(a) => compact(&open(&cli.repo).await?, a, json_out).await,
-        Command::Gc(a) => crate::admin::gc(&open(&cli.repo).await?, a, json_out).await,
-        Command::Erase(a) => crate::admin::erase(&open(&cli.repo).await?, a, json_out).await,
-        Command::Audit => crate::admin::audit(&open(&cli.repo).await?, json_out).await,
-        Command::Lab(a) => crate::admin::lab(a, json_out).await,
-        Command::Bench(a) => crate::admin::bench(a, json_out).await,
-        Command::Generate(a) => generate(a, json_out),
+        Command::Export(a) => export(repo, a, json_out).await,
+        Command::Cat(a) => cat(repo, a, json_out).await,
+        Command::Diff(a) => crate::compare::diff(repo, a, json_out).await,
+        Command::Sql(a) => crate::compare::sql(repo, a, json_out).await,
+        Command::Restore(a) => crate::compare::restore(repo, a, json_out).await,
+        Command::Verify(a) => verify(repo, a, json_out).await,
+        Command::Compact(a) => compact(repo, a, json_out).await,
+        Command::Gc(a) => crate::admin::gc(repo, a, json_out).await,
+        Command::Erase(a) => crate::admin::erase(repo, a, json_out).await,
+        Command::Audit => crate::admin::audit(repo, json_out).await,
+        Command::Init(_) | Command::Lab(_) | Command::Bench(_) | Command::Generate(_) => Err(
+            anyhow::anyhow!("internal: {command:?} does not run on an open repository"),
+        ),
     }
 }
 
-async fn init(repo: &Option<String>, a: InitArgs, json_out: bool) -> Result<ExitCode> {
+async fn init(repo: &Option<String>, a: InitArgs, json_out: bool, stats: bool) -> Result<ExitCode> {
     let location = match repo {
         Some(r) => r.clone(),
         None => std::env::current_dir()?
@@ -109,6 +171,9 @@ async fn init(repo: &Option<String>, a: InitArgs, json_out: bool) -> Result<Exit
         output::json(&json!({ "repository": location, "write": r.config().write }))?;
     } else {
         outln!("Initialized an empty tablepin repository in {location}");
+    }
+    if stats {
+        print_stats(&r.store().stats(), json_out);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -92,6 +92,9 @@ fn message(err: &anyhow::Error) -> String {
 fn in_flags(e: &tablepin::Error) -> Option<String> {
     use tablepin::Error as E;
     Some(match e {
+        E::NoRepository { start } if start.contains("://") => format!(
+            "no tablepin repository at {start}; run `tablepin --repo {start} init` to create one"
+        ),
         E::NoRepository { start } => format!(
             "no tablepin repository in {start} or any parent folder; run `tablepin init` there, or pass --repo"
         ),

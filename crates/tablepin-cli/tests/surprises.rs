@@ -886,9 +886,11 @@ fn leftovers_of_interrupted_writes_are_listed_by_verify_and_removed_by_gc() {
 #[test]
 fn a_repository_url_says_what_is_wrong_with_it_and_file_urls_work() {
     let p = Project::new();
-    // An unsupported scheme is not "no repository here; run init there".
-    p.run(&["--repo", "s3://bucket/prefix", "log"])
-        .fails(1, "this build of tablepin has no 's3' support");
+    // An unknown scheme is not "no repository here; run init there".
+    p.run(&["--repo", "ftp://bucket/prefix", "log"]).fails(
+        1,
+        "unknown scheme 'ftp'; use a local folder, file://, s3://, gs:// or az://",
+    );
     // A folder that does not exist is no repository.
     p.run(&["--repo", "/nonexistent/r", "log"])
         .fails(3, "no tablepin repository in /nonexistent/r");

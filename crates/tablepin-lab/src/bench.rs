@@ -31,6 +31,35 @@ pub struct BenchOptions {
     pub verbose: bool,
 }
 
+/// The generated table's first commit, keyed by `id`.
+pub(crate) async fn commit_base(
+    repo: &Repo,
+    base: &RecordBatch,
+) -> Result<tablepin::CommitResult, LabError> {
+    let opts = CommitOptions {
+        key: Some(vec!["id".into()]),
+        message: "base".into(),
+        ..Default::default()
+    };
+    Ok(repo
+        .commit("sales", base.schema(), vec![base.clone()], &opts)
+        .await?)
+}
+
+/// Week `r`'s upsert: 10,000 new rows from id `next_id` and 150 rows of
+/// `base` changed (returns); and the new rows alone.
+pub(crate) fn weekly_input(
+    base: &RecordBatch,
+    r: usize,
+    next_id: i64,
+) -> Result<(RecordBatch, RecordBatch), LabError> {
+    let ids = tablepin_datagen::pick_ids(base.num_rows() as i64, 150, 100 + r as u64);
+    let changed = tablepin_datagen::with_returns(base, &ids, 1 + r as i64);
+    let added = tablepin_datagen::sales(next_id, 10_000, 2 + r as u64);
+    let input = arrow::compute::concat_batches(&base.schema(), [&added, &changed])?;
+    Ok((input, added))
+}
+
 /// CPU time summed over steps (`None` once a read of it fails).
 struct CpuTotal(Option<f64>);
 
@@ -102,18 +131,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     let n = opts.rows;
     let base = tablepin_datagen::sales(0, n, 1);
     let t = Instant::now();
-    let first = repo
-        .commit(
-            "sales",
-            base.schema(),
-            vec![base.clone()],
-            &CommitOptions {
-                key: Some(vec!["id".into()]),
-                message: "base".into(),
-                ..Default::default()
-            },
-        )
-        .await?;
+    let first = commit_base(&repo, &base).await?;
     let first_s = t.elapsed().as_secs_f64();
     let base_bytes = first.change.bytes_new;
     if opts.verbose {
@@ -128,11 +146,8 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     let mut next_id = n as i64;
     let (mut commit_cpu, mut rewrite_cpu) = (CpuTotal(Some(0.0)), CpuTotal(Some(0.0)));
     for r in 0..opts.repeat.max(1) {
-        let ids = tablepin_datagen::pick_ids(n as i64, 150, 100 + r as u64);
-        let changed = tablepin_datagen::with_returns(&base, &ids, 1 + r as i64);
-        let added = tablepin_datagen::sales(next_id, 10_000, 2 + r as u64);
+        let (input, added) = weekly_input(&base, r, next_id)?;
         next_id += 10_000;
-        let input = arrow::compute::concat_batches(&base.schema(), [&added, &changed])?;
         let t = Instant::now();
         let cpu = cpu_seconds();
         let c = repo

@@ -14,6 +14,7 @@ pub mod charts;
 pub mod data;
 pub mod experiment;
 pub mod layouts;
+pub mod remote_bench;
 pub mod run;
 
 /// Errors of the lab.

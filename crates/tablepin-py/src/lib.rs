@@ -82,6 +82,9 @@ fn err(e: tablepin::Error) -> PyErr {
 fn in_python(e: &tablepin::Error) -> Option<String> {
     use tablepin::Error as E;
     Some(match e {
+        E::NoRepository { start } if start.contains("://") => format!(
+            "no tablepin repository at {start}; create one with tablepin.Repo.init(\"{start}\")"
+        ),
         E::NoRepository { start } => format!(
             "no tablepin repository in {start} or any parent folder; create one with tablepin.Repo.init(path), or open one with tablepin.Repo(path)"
         ),

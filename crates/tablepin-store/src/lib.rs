@@ -1,8 +1,8 @@
 //! Content-addressed blobs and append-only ref logs over `object_store`.
 //!
 //! This is the only layer that touches storage. Everything goes through an
-//! `Arc<dyn ObjectStore>`, so a local folder, memory (tests) and, later, S3,
-//! GCS or Azure run the same code. Its rules:
+//! `Arc<dyn ObjectStore>`, so a local folder, memory (tests), S3 (and
+//! S3-compatible servers), GCS and Azure run the same code. Its rules:
 //!
 //! - a blob is written put-if-absent under `objects/ab/cdef…`, the BLAKE3-256
 //!   of its bytes, and never changes (invariant 1); every read hashes what it
@@ -15,8 +15,19 @@
 //! - small documents (tombstones, audit records, the repository's config) are
 //!   plain JSON beside them, also written put-if-absent.
 //!
+//! - a ref's head is found from a hint (`heads/branches/main`, an entry
+//!   number written at every 100th entry, overwritten freely) and a
+//!   listing of the entries after it, so it costs three requests however
+//!   long the log is; the hint is never trusted further than that listing;
+//! - a request that fails for a reason that may pass (a server error,
+//!   throttling, a timeout, a short read) is tried again a few times; a
+//!   put-if-absent whose earlier attempt may have landed recognises its own
+//!   bytes instead of reporting a conflict.
+//!
 //! A fault hook ([`Store::with_fault_after`]) stops the process before the
-//! N+1-th write, so tests can kill a command at every write it makes.
+//! N+1-th write, so tests can kill a command at every write it makes;
+//! [`faults::Faulty`] injects the faults a remote store has; every store is
+//! wrapped in [`counted::Counted`], which counts requests.
 
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -26,7 +37,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -34,6 +45,13 @@ use object_store::{
     GetResult, GetResultPayload, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 };
 use tablepin_format::{ObjectId, RefEntry, RefKind};
+
+pub mod cache;
+pub mod counted;
+pub mod faults;
+pub mod remote;
+
+pub use counted::RequestCounts;
 
 /// Errors of the store. Each names the object it was about.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +91,15 @@ pub enum StoreError {
         /// What was given.
         location: String,
         /// Why it failed.
+        reason: String,
+    },
+    /// The store cannot create an object only where none exists, so two
+    /// writers could both move a ref: tablepin refuses such a store.
+    #[error("the store at {location} does not honour conditional writes (put-if-absent): {reason}; tablepin needs them so that two writers cannot both move a branch")]
+    NoConditionalWrites {
+        /// The store.
+        location: String,
+        /// What showed it.
         reason: String,
     },
     /// A stored document is not valid JSON of its kind.
@@ -126,6 +153,63 @@ fn io(path: &Path, source: object_store::Error) -> StoreError {
     }
 }
 
+/// How often a request that failed for a reason that may pass is made in
+/// all, and the pause before the first retry (it quadruples each time).
+const ATTEMPTS: u32 = 4;
+const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// True when an object store's failure may pass if the request is made
+/// again: server errors, throttling, timeouts, dropped connections and short
+/// reads, as opposed to answers about the object or the caller.
+fn transient(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    !matches!(
+        e,
+        E::NotFound { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::NotImplemented { .. }
+            | E::NotSupported { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::InvalidPath { .. }
+            | E::UnknownConfigurationKey { .. }
+    )
+}
+
+/// Makes a request (`op(attempt)`) until it succeeds, fails for a lasting
+/// reason, or has been made [`ATTEMPTS`] times; the last answer is returned.
+async fn retried<T, F, Fut>(mut op: F) -> std::result::Result<T, object_store::Error>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, object_store::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op(attempt).await {
+            Err(e) if transient(&e) && attempt + 1 < ATTEMPTS => {
+                let pause = FIRST_PAUSE * 4u32.pow(attempt);
+                match tokio::runtime::Handle::try_current() {
+                    Ok(_) => tokio::time::sleep(pause).await,
+                    // A worker thread reading a local blob (`map_blobs`).
+                    Err(_) => std::thread::sleep(pause),
+                }
+                attempt += 1;
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// A read that returned fewer bytes than the object's range holds.
+fn short_read(got: usize, expected: u64) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "tablepin",
+        source: format!("the read returned {got} of {expected} bytes").into(),
+    }
+}
+
 /// A blob read under `id` whose bytes hash to `actual` is damaged unless
 /// the two agree.
 fn check_blob(id: &ObjectId, actual: ObjectId) -> Result<()> {
@@ -158,10 +242,40 @@ pub struct PutOutcome {
     pub bytes: u64,
 }
 
+/// The requests a store made and the faults injected into it, read at any
+/// time ([`Store::stats`]).
+#[derive(Debug, Clone)]
+pub struct StoreStats {
+    counted: counted::Counted,
+    faults: Option<Arc<AtomicU64>>,
+}
+
+impl StoreStats {
+    /// The requests made so far.
+    pub fn requests(&self) -> RequestCounts {
+        self.counted.counts()
+    }
+
+    /// Faults injected so far, when a fault schedule is on.
+    pub fn faults_injected(&self) -> Option<u64> {
+        self.faults.as_ref().map(|f| f.load(Ordering::Relaxed))
+    }
+}
+
 /// A repository's storage: blobs, refs and documents under one prefix.
 #[derive(Debug)]
 pub struct Store {
+    /// The store as given, under the counting wrapper.
+    raw: Arc<dyn ObjectStore>,
+    /// What every request goes through: `raw`, counted.
     os: Arc<dyn ObjectStore>,
+    counted: counted::Counted,
+    /// Faults injected so far, when a fault schedule is on.
+    faults: Option<Arc<AtomicU64>>,
+    /// Verified blobs kept on this machine (repositories in a bucket).
+    cache: Option<cache::BlobCache>,
+    /// Cached copies found damaged (and dropped, and fetched again).
+    cache_repairs: std::sync::Mutex<Vec<ObjectId>>,
     location: String,
     writes: AtomicU64,
     fault_after: Option<u64>,
@@ -199,21 +313,34 @@ pub const LOCAL_DIR: &str = ".tablepin";
 /// (see [`Store::put_blob`]).
 const PROBE_FIRST_BYTES: usize = 1 << 20;
 
+/// A ref's hint is written at every this many-th entry (see `append_ref`).
+const HINT_EVERY: u64 = 100;
+
+/// Small objects (ref entries) read at once when a command reads many.
+const CONCURRENT_READS: usize = 16;
+
 impl Store {
     /// Opens storage at a location: a local folder path, `file://…`, or
     /// `memory://` (a fresh in-memory store, for tests). The folder must exist.
     pub fn open(location: &str) -> Result<Self> {
         let err = |reason: String| StoreError::Location {
-            location: location.to_string(),
+            location: remote::redacted(location),
             reason,
         };
         let mut local_root = None;
         let os: Arc<dyn ObjectStore> = if location == "memory://" {
             Arc::new(InMemory::new())
         } else if let Some(scheme) = location.split_once("://").map(|s| s.0) {
+            if let Some(backend) = remote::Backend::of_scheme(scheme) {
+                let url = url::Url::parse(location).map_err(|e| err(e.to_string()))?;
+                let os = remote::open(&url, backend).map_err(err)?;
+                let mut store = Self::from_object_store(os, location);
+                store.cache = cache::from_env(location);
+                return Ok(store);
+            }
             if scheme != "file" {
                 return Err(err(format!(
-                    "this build of tablepin has no '{scheme}' support; use a local folder or file://"
+                    "unknown scheme '{scheme}'; use a local folder, file://, s3://, gs:// or az://"
                 )));
             }
             let url = url::Url::parse(location).map_err(|e| err(e.to_string()))?;
@@ -239,10 +366,17 @@ impl Store {
         Ok(store)
     }
 
-    /// Wraps any object store.
+    /// Wraps any object store. It must honour put-if-absent
+    /// (`PutMode::Create`); [`Store::check_conditional_writes`] tells.
     pub fn from_object_store(os: Arc<dyn ObjectStore>, location: &str) -> Self {
+        let counted = counted::Counted::new(os.clone());
         Self {
-            os,
+            raw: os,
+            os: Arc::new(counted.clone()),
+            counted,
+            faults: None,
+            cache: None,
+            cache_repairs: std::sync::Mutex::default(),
             location: location.to_string(),
             writes: AtomicU64::new(0),
             fault_after: None,
@@ -256,6 +390,90 @@ impl Store {
     pub fn with_fault_after(mut self, n: Option<u64>) -> Self {
         self.fault_after = n;
         self
+    }
+
+    /// Puts a seeded fault schedule ([`faults::Faulty`]) between this
+    /// handle and its store. For tests of failure handling only.
+    pub fn with_faults(self, plan: faults::FaultPlan) -> Self {
+        let faulty = faults::Faulty::new(self.raw.clone(), plan);
+        self.with_faulty(faulty)
+    }
+
+    /// Adds `latency` before every request, as a distant store would
+    /// (`object_store`'s throttling wrapper). For benchmarks.
+    pub fn with_latency(mut self, latency: std::time::Duration) -> Self {
+        let config = object_store::throttle::ThrottleConfig {
+            wait_delete_per_call: latency,
+            wait_get_per_call: latency,
+            wait_list_per_call: latency,
+            wait_list_with_delimiter_per_call: latency,
+            wait_put_per_call: latency,
+            ..Default::default()
+        };
+        self.raw = Arc::new(object_store::throttle::ThrottledStore::new(
+            self.raw.clone(),
+            config,
+        ));
+        self.counted = counted::Counted::new(self.raw.clone());
+        self.os = Arc::new(self.counted.clone());
+        self.inline_reads = false;
+        self
+    }
+
+    /// Puts a fixed list of faults ([`faults::Faulty::scripted`]) before
+    /// this handle's first requests. For tests only.
+    pub fn with_fault_script(self, script: Vec<Option<faults::Fault>>) -> Self {
+        let faulty = faults::Faulty::scripted(self.raw.clone(), script);
+        self.with_faulty(faulty)
+    }
+
+    fn with_faulty(mut self, faulty: faults::Faulty) -> Self {
+        self.faults = Some(faulty.injected());
+        self.counted = counted::Counted::new(Arc::new(faulty));
+        self.os = Arc::new(self.counted.clone());
+        // Injected delays sleep on the runtime: reads stay on it.
+        self.inline_reads = false;
+        self
+    }
+
+    /// Keeps verified blobs in `cache` (or in none) instead of where the
+    /// environment says.
+    pub fn with_cache(mut self, cache: Option<cache::BlobCache>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// The local cache of this repository's blobs, if it has one.
+    pub fn cache(&self) -> Option<&cache::BlobCache> {
+        self.cache.as_ref()
+    }
+
+    /// Blobs whose cached copy was found damaged during this handle's
+    /// life: each was dropped and read from the repository again.
+    pub fn cache_repairs(&self) -> Vec<ObjectId> {
+        self.cache_repairs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Faults injected so far, when a fault schedule is on.
+    pub fn faults_injected(&self) -> Option<u64> {
+        self.faults.as_ref().map(|f| f.load(Ordering::Relaxed))
+    }
+
+    /// The requests made through this handle so far.
+    pub fn requests(&self) -> RequestCounts {
+        self.counted.counts()
+    }
+
+    /// A handle on this store's counts that outlives it: a command that
+    /// fails while opening its repository can still say what it asked.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            counted: self.counted.clone(),
+            faults: self.faults.clone(),
+        }
     }
 
     /// Where this store is.
@@ -293,7 +511,7 @@ impl Store {
         // (its version, snapshot and deletion vectors) are nearly always
         // new, so the look would only add a round trip to every commit.
         if bytes.len() >= PROBE_FIRST_BYTES {
-            match self.os.head(&path).await {
+            match retried(|_| self.os.head(&path)).await {
                 Ok(_) => {
                     return Ok(PutOutcome {
                         id,
@@ -305,24 +523,19 @@ impl Store {
                 Err(e) => return Err(io(&path, e)),
             }
         }
-        self.before_write();
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
-        match self
-            .os
-            .put_opts(&path, PutPayload::from_bytes(bytes), opts)
-            .await
-        {
+        let (put, ambiguous) = self.create_retried(&path, &bytes).await;
+        match put {
             Ok(_) => Ok(PutOutcome {
                 id,
                 new: true,
                 bytes: len,
             }),
+            // Either another writer stored these bytes, or an earlier
+            // attempt of this put landed though its answer was lost: the
+            // name is the hash, so the stored bytes are these either way.
             Err(object_store::Error::AlreadyExists { .. }) => Ok(PutOutcome {
                 id,
-                new: false,
+                new: ambiguous,
                 bytes: len,
             }),
             Err(e) => Err(io(&path, e)),
@@ -342,17 +555,22 @@ impl Store {
         }
         self.before_write();
         let path = Self::blob_path(&out.id);
-        self.os
-            .put_opts(&path, PutPayload::from_bytes(bytes), PutOptions::default())
-            .await
-            .map_err(|e| io(&path, e))?;
+        retried(|_| {
+            self.os.put_opts(
+                &path,
+                PutPayload::from_bytes(bytes.clone()),
+                PutOptions::default(),
+            )
+        })
+        .await
+        .map_err(|e| io(&path, e))?;
         Ok(out)
     }
 
     /// A blob's size and age, or `None` when it is not stored.
     pub async fn blob_meta(&self, id: &ObjectId) -> Result<Option<BlobMeta>> {
         let path = Self::blob_path(id);
-        match self.os.head(&path).await {
+        match retried(|_| self.os.head(&path)).await {
             Ok(m) => Ok(Some(BlobMeta {
                 id: *id,
                 size: m.size,
@@ -389,6 +607,53 @@ impl Store {
         E: From<StoreError> + Send,
         F: Fn(usize, Bytes) -> std::result::Result<R, E> + Sync,
     {
+        self.map_blobs_from(ids, f, true).await
+    }
+
+    /// [`Store::map_blobs`] over the repository's own copies, never the
+    /// local cache's: what `verify` checks.
+    pub async fn map_stored_blobs<R, E, F>(
+        &self,
+        ids: &[ObjectId],
+        f: F,
+    ) -> std::result::Result<Vec<R>, E>
+    where
+        R: Send,
+        E: From<StoreError> + Send,
+        F: Fn(usize, Bytes) -> std::result::Result<R, E> + Sync,
+    {
+        self.map_blobs_from(ids, f, false).await
+    }
+
+    /// A blob read from the repository (never the local cache) and checked
+    /// against its name.
+    pub async fn get_stored_blob(&self, id: &ObjectId) -> Result<Bytes> {
+        let bytes = self.get_path(&Self::blob_path(id)).await?;
+        check_blob(id, ObjectId::of(&bytes))?;
+        Ok(bytes)
+    }
+
+    async fn map_blobs_from<R, E, F>(
+        &self,
+        ids: &[ObjectId],
+        f: F,
+        cached: bool,
+    ) -> std::result::Result<Vec<R>, E>
+    where
+        R: Send,
+        E: From<StoreError> + Send,
+        F: Fn(usize, Bytes) -> std::result::Result<R, E> + Sync,
+    {
+        let read = |id: &ObjectId| {
+            let id = *id;
+            async move {
+                if cached {
+                    self.read_blob(&id).await
+                } else {
+                    self.get_path(&Self::blob_path(&id)).await
+                }
+            }
+        };
         let threads = tablepin_format::threads();
         // A store that answers without a runtime (local folder, memory) is
         // read inside each job, on the worker thread that then hashes the
@@ -400,7 +665,7 @@ impl Store {
         let fetched: Vec<Option<Bytes>> = if self.inline_reads && threads > 1 && ids.len() > 1 {
             vec![None; ids.len()]
         } else {
-            futures::future::try_join_all(ids.iter().map(|id| self.read_blob(id)))
+            futures::future::try_join_all(ids.iter().map(read))
                 .await?
                 .into_iter()
                 .map(Some)
@@ -415,7 +680,7 @@ impl Store {
         let job = |(i, id, b): &(usize, &ObjectId, Option<Bytes>)| {
             let b = match b {
                 Some(b) => b.clone(),
-                None => futures::executor::block_on(self.read_blob(id))?,
+                None => futures::executor::block_on(read(id))?,
             };
             check_blob(id, ObjectId::of(&b))?;
             f(*i, b)
@@ -427,15 +692,33 @@ impl Store {
         }
     }
 
-    /// A blob's bytes as stored, not yet checked against its name.
+    /// A blob's bytes as stored, not yet checked against its name: from
+    /// the local cache when it holds a good copy, else from the store (and
+    /// then kept in the cache when they are good).
     async fn read_blob(&self, id: &ObjectId) -> Result<Bytes> {
-        self.get_path(&Self::blob_path(id)).await
+        let Some(cache) = &self.cache else {
+            return self.get_path(&Self::blob_path(id)).await;
+        };
+        match cache.get(id) {
+            Ok(Some(bytes)) => return Ok(bytes),
+            Ok(None) => {}
+            Err(damaged) => self
+                .cache_repairs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(damaged),
+        }
+        let bytes = self.get_path(&Self::blob_path(id)).await?;
+        if ObjectId::of(&bytes) == *id {
+            cache.put(id, &bytes);
+        }
+        Ok(bytes)
     }
 
     /// True when the blob is stored.
     pub async fn has_blob(&self, id: &ObjectId) -> Result<bool> {
         let path = Self::blob_path(id);
-        match self.os.head(&path).await {
+        match retried(|_| self.os.head(&path)).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(io(&path, e)),
@@ -446,12 +729,7 @@ impl Store {
     /// (temporary files of an interrupted write) are skipped.
     pub async fn list_blobs(&self) -> Result<Vec<BlobMeta>> {
         let prefix = Path::from("objects");
-        let metas: Vec<_> = self
-            .os
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|e| io(&prefix, e))?;
+        let metas = self.list(&prefix).await?;
         let mut out: Vec<BlobMeta> = metas
             .into_iter()
             .filter_map(|m| {
@@ -546,7 +824,10 @@ impl Store {
     pub async fn delete_blob(&self, id: &ObjectId) -> Result<()> {
         self.before_write();
         let path = Self::blob_path(id);
-        match self.os.delete(&path).await {
+        if let Some(cache) = &self.cache {
+            cache.remove(id);
+        }
+        match retried(|_| self.os.delete(&path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(io(&path, e)),
         }
@@ -556,12 +837,28 @@ impl Store {
         format!("refs/{}/{}", kind.dir(), name)
     }
 
+    fn ref_entry_path(kind: RefKind, name: &str, seq: u64) -> Path {
+        Path::from(format!("{}/{:08}", Self::ref_dir(kind, name), seq))
+    }
+
+    /// Where the hint of a ref's head is kept: outside `refs/`, so that a
+    /// ref's folder and its hint never share a name.
+    fn hint_path(kind: RefKind, name: &str) -> Path {
+        Path::from(format!("heads/{}/{}", kind.dir(), name))
+    }
+
+    /// Every object under a folder, the whole listing tried again when a
+    /// page fails for a reason that may pass.
+    async fn list(&self, prefix: &Path) -> Result<Vec<object_store::ObjectMeta>> {
+        retried(|_| self.os.list(Some(prefix)).try_collect())
+            .await
+            .map_err(|e| io(prefix, e))
+    }
+
     /// The names of every ref of a kind, sorted.
     pub async fn ref_names(&self, kind: RefKind) -> Result<Vec<String>> {
         let prefix = Path::from(format!("refs/{}", kind.dir()));
-        let listed = self
-            .os
-            .list_with_delimiter(Some(&prefix))
+        let listed = retried(|_| self.os.list_with_delimiter(Some(&prefix)))
             .await
             .map_err(|e| io(&prefix, e))?;
         let mut names: Vec<String> = listed
@@ -573,25 +870,39 @@ impl Store {
         Ok(names)
     }
 
-    /// The entry numbers of a ref's log, ascending.
-    async fn ref_seqs(&self, kind: RefKind, name: &str) -> Result<Vec<u64>> {
+    /// The entry numbers of a ref's log after `after` (all when `None`),
+    /// ascending.
+    async fn ref_seqs_after(
+        &self,
+        kind: RefKind,
+        name: &str,
+        after: Option<u64>,
+    ) -> Result<Vec<u64>> {
         let prefix = Path::from(Self::ref_dir(kind, name));
-        let metas: Vec<_> = self
-            .os
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|e| io(&prefix, e))?;
+        let metas = match after {
+            None => self.list(&prefix).await?,
+            Some(seq) => {
+                let offset = Self::ref_entry_path(kind, name, seq);
+                retried(|_| {
+                    self.os
+                        .list_with_offset(Some(&prefix), &offset)
+                        .try_collect()
+                })
+                .await
+                .map_err(|e| io(&prefix, e))?
+            }
+        };
         let mut seqs: Vec<u64> = metas
             .iter()
             .filter_map(|m| m.location.filename()?.parse().ok())
+            .filter(|s| after.is_none_or(|a| *s > a))
             .collect();
         seqs.sort_unstable();
         Ok(seqs)
     }
 
     async fn get_ref_entry(&self, kind: RefKind, name: &str, seq: u64) -> Result<RefEntry> {
-        let path = Path::from(format!("{}/{:08}", Self::ref_dir(kind, name), seq));
+        let path = Self::ref_entry_path(kind, name, seq);
         let bytes = self.get_path(&path).await?;
         serde_json::from_slice(&bytes).map_err(|source| StoreError::Decode {
             path: path.to_string(),
@@ -599,68 +910,129 @@ impl Store {
         })
     }
 
-    /// A ref's newest entry, if the ref has any.
+    /// The entry number a ref's hint gives, if it has a readable one.
+    async fn ref_hint(&self, kind: RefKind, name: &str) -> Result<Option<u64>> {
+        match self.get_path(&Self::hint_path(kind, name)).await {
+            // A damaged hint is no hint: the listing finds the head anyway.
+            Ok(b) => Ok(std::str::from_utf8(&b)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A ref's newest entry, if the ref has any: the hint, the entries
+    /// listed after it, and the newest of them read (three requests, however
+    /// long the log). A hint whose entry is missing is ignored.
     pub async fn ref_head(&self, kind: RefKind, name: &str) -> Result<Option<RefEntry>> {
-        match self.ref_seqs(kind, name).await?.last() {
-            Some(seq) => Ok(Some(self.get_ref_entry(kind, name, *seq).await?)),
-            None => Ok(None),
+        let hint = self.ref_hint(kind, name).await?;
+        let newer = self.ref_seqs_after(kind, name, hint).await?;
+        let Some(seq) = newer.last().copied().or(hint) else {
+            return Ok(None);
+        };
+        match self.get_ref_entry(kind, name, seq).await {
+            Err(StoreError::NotFound { .. }) if newer.is_empty() => {
+                // The hint names an entry that is not there.
+                match self.ref_seqs_after(kind, name, None).await?.last() {
+                    Some(seq) => Ok(Some(self.get_ref_entry(kind, name, *seq).await?)),
+                    None => Ok(None),
+                }
+            }
+            other => other.map(Some),
         }
     }
 
     /// Every entry of a ref's log, oldest first, each read on its own with
     /// its number and its path: a damaged entry comes back as its error, so
     /// that `verify` can name every one instead of stopping at the first.
+    /// The entries are read several at a time.
     pub async fn ref_log_checked(
         &self,
         kind: RefKind,
         name: &str,
     ) -> Result<Vec<(u64, String, Result<RefEntry>)>> {
-        let mut out = Vec::new();
-        for seq in self.ref_seqs(kind, name).await? {
-            let path = format!("{}/{:08}", Self::ref_dir(kind, name), seq);
-            out.push((seq, path, self.get_ref_entry(kind, name, seq).await));
-        }
-        Ok(out)
+        let seqs = self.ref_seqs_after(kind, name, None).await?;
+        let reads = seqs.into_iter().map(|seq| async move {
+            let path = Self::ref_entry_path(kind, name, seq).to_string();
+            (seq, path, self.get_ref_entry(kind, name, seq).await)
+        });
+        Ok(futures::stream::iter(reads)
+            .buffered(CONCURRENT_READS)
+            .collect()
+            .await)
     }
 
     /// A ref's whole log, oldest first.
     pub async fn ref_log(&self, kind: RefKind, name: &str) -> Result<Vec<RefEntry>> {
-        let mut out = Vec::new();
-        for seq in self.ref_seqs(kind, name).await? {
-            out.push(self.get_ref_entry(kind, name, seq).await?);
-        }
-        Ok(out)
+        self.ref_log_checked(kind, name)
+            .await?
+            .into_iter()
+            .map(|(_, _, entry)| entry)
+            .collect()
     }
 
     /// Appends an entry to a ref's log: creates entry `entry.seq`
     /// put-if-absent. Fails with [`StoreError::RefConflict`] when another
-    /// writer created it first.
+    /// writer created it first; an entry holding exactly these bytes is this
+    /// writer's own (an earlier attempt landed though its answer was lost),
+    /// not a conflict. Then moves the ref's hint forward.
     pub async fn append_ref(&self, kind: RefKind, name: &str, entry: &RefEntry) -> Result<()> {
-        let path = Path::from(format!("{}/{:08}", Self::ref_dir(kind, name), entry.seq));
+        let path = Self::ref_entry_path(kind, name, entry.seq);
         let bytes = serde_json::to_vec_pretty(entry).map_err(|source| StoreError::Decode {
             path: path.to_string(),
             source,
         })?;
-        match self.create_path(&path, Bytes::from(bytes)).await {
-            Err(StoreError::Exists { .. }) => Err(StoreError::RefConflict {
-                name: format!("{}/{}", kind.dir(), name),
-                seq: entry.seq,
-            }),
-            other => other,
+        let bytes = Bytes::from(bytes);
+        match self.create_path(&path, bytes.clone(), true).await {
+            Err(StoreError::Exists { .. }) => {
+                return Err(StoreError::RefConflict {
+                    name: format!("{}/{}", kind.dir(), name),
+                    seq: entry.seq,
+                })
+            }
+            other => other?,
         }
+        // The hint only saves requests: a lost or late one is corrected by
+        // the listing after it, so its failure does not fail the command.
+        // It moves every HINT_EVERY entries: the listing after it then
+        // stays within one page, and most commits write one object less.
+        if !entry.seq.is_multiple_of(HINT_EVERY) {
+            return Ok(());
+        }
+        self.before_write();
+        let hint = Self::hint_path(kind, name);
+        let _ = self
+            .os
+            .put_opts(
+                &hint,
+                PutPayload::from(entry.seq.to_string()),
+                PutOptions::default(),
+            )
+            .await;
+        Ok(())
+    }
+
+    /// An object's bytes, the request made again when it fails for a reason
+    /// that may pass (a short read among them).
+    async fn get_path(&self, path: &Path) -> Result<Bytes> {
+        retried(|_| self.get_path_once(path))
+            .await
+            .map_err(|e| io(path, e))
     }
 
     /// An object's bytes. A local file is read straight into a buffer that
     /// is not filled first: `object_store`'s own read zero-fills the whole
     /// buffer before reading into it, which was 3.0% of a weekly commit's
     /// CPU samples (9.6 MB of base files a commit), 1.2% after (BENCHMARKS.md).
-    async fn get_path(&self, path: &Path) -> Result<Bytes> {
+    async fn get_path_once(&self, path: &Path) -> std::result::Result<Bytes, object_store::Error> {
         let GetResult {
             payload,
             meta,
             range,
             attributes,
-        } = self.os.get(path).await.map_err(|e| io(path, e))?;
+        } = self.os.get(path).await?;
+        let expected = range.end.saturating_sub(range.start);
         let file = match payload {
             GetResultPayload::File(file, _) => file,
             payload => {
@@ -670,7 +1042,11 @@ impl Store {
                     range,
                     attributes,
                 };
-                return got.bytes().await.map_err(|e| io(path, e));
+                let bytes = got.bytes().await?;
+                if bytes.len() as u64 != expected {
+                    return Err(short_read(bytes.len(), expected));
+                }
+                return Ok(bytes);
             }
         };
         let read = move || read_file_range(file, range);
@@ -682,39 +1058,101 @@ impl Store {
                 .unwrap_or_else(|e| Err(std::io::Error::other(e))),
             Err(_) => read(),
         };
-        read.map_err(|e| {
-            io(
-                path,
-                object_store::Error::Generic {
-                    store: "LocalFileSystem",
-                    source: Box::new(e),
-                },
-            )
+        read.map_err(|e| object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(e),
         })
     }
 
-    async fn create_path(&self, path: &Path, bytes: Bytes) -> Result<()> {
+    /// One put-if-absent, made again while it fails for a reason that may
+    /// pass; and whether it was ambiguous (an earlier attempt failed, and
+    /// may have landed all the same).
+    async fn create_retried(
+        &self,
+        path: &Path,
+        bytes: &Bytes,
+    ) -> (
+        std::result::Result<object_store::PutResult, object_store::Error>,
+        bool,
+    ) {
         self.before_write();
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
-        match self
-            .os
-            .put_opts(path, PutPayload::from_bytes(bytes), opts)
-            .await
-        {
+        let mut ambiguous = false;
+        let put = retried(|attempt| {
+            ambiguous |= attempt > 0;
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            self.os
+                .put_opts(path, PutPayload::from_bytes(bytes.clone()), opts)
+        })
+        .await;
+        (put, ambiguous)
+    }
+
+    /// Creates an object put-if-absent. When `own_is_fine`, or when an
+    /// earlier attempt of this call failed in a way that may have landed,
+    /// an object already holding exactly `bytes` counts as created.
+    async fn create_path(&self, path: &Path, bytes: Bytes, own_is_fine: bool) -> Result<()> {
+        let (put, ambiguous) = self.create_retried(path, &bytes).await;
+        match put {
             Ok(_) => Ok(()),
-            Err(object_store::Error::AlreadyExists { .. }) => Err(StoreError::Exists {
-                path: path.to_string(),
-            }),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                if (own_is_fine || ambiguous) && self.get_path(path).await.ok() == Some(bytes) {
+                    return Ok(());
+                }
+                Err(StoreError::Exists {
+                    path: path.to_string(),
+                })
+            }
+            Err(object_store::Error::NotImplemented { .. }) => {
+                Err(StoreError::NoConditionalWrites {
+                    location: self.location.clone(),
+                    reason: "it does not implement put-if-absent".into(),
+                })
+            }
             Err(e) => Err(io(path, e)),
         }
     }
 
+    /// Proves that the store honours put-if-absent: creates a probe object,
+    /// tries to create it again with other bytes (which must fail and leave
+    /// the first bytes), and deletes it. Refuses a store that lets the
+    /// second write through ([`StoreError::NoConditionalWrites`]).
+    pub async fn check_conditional_writes(&self) -> Result<()> {
+        let nonce = ObjectId::of(
+            format!(
+                "{}-{:?}-{:?}",
+                std::process::id(),
+                std::time::SystemTime::now(),
+                std::thread::current().id()
+            )
+            .as_bytes(),
+        );
+        let path = Path::from(format!("probes/put-if-absent-{nonce}"));
+        self.create_path(&path, Bytes::from_static(b"first"), false)
+            .await?;
+        let second = self
+            .create_path(&path, Bytes::from_static(b"second"), false)
+            .await;
+        let kept = self.get_path(&path).await?;
+        let refused = |reason: &str| StoreError::NoConditionalWrites {
+            location: self.location.clone(),
+            reason: reason.to_string(),
+        };
+        let verdict = match second {
+            Err(StoreError::Exists { .. }) if kept == Bytes::from_static(b"first") => Ok(()),
+            Err(StoreError::Exists { .. }) => Err(refused("a refused write replaced the object")),
+            Ok(()) => Err(refused("a second create of one object succeeded")),
+            Err(e) => Err(e),
+        };
+        self.delete_doc(path.as_ref()).await?;
+        verdict
+    }
+
     /// Creates a document (tombstone, audit record, config) put-if-absent.
     pub async fn create_doc(&self, path: &str, bytes: Bytes) -> Result<()> {
-        self.create_path(&Path::from(path), bytes).await
+        self.create_path(&Path::from(path), bytes, false).await
     }
 
     /// Reads a document, or `None` when it does not exist.
@@ -729,12 +1167,7 @@ impl Store {
     /// The paths of every document under a folder, sorted.
     pub async fn list_docs(&self, prefix: &str) -> Result<Vec<String>> {
         let p = Path::from(prefix);
-        let metas: Vec<_> = self
-            .os
-            .list(Some(&p))
-            .try_collect()
-            .await
-            .map_err(|e| io(&p, e))?;
+        let metas = self.list(&p).await?;
         let mut out: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
         out.sort();
         Ok(out)
@@ -744,7 +1177,7 @@ impl Store {
     pub async fn delete_doc(&self, path: &str) -> Result<()> {
         self.before_write();
         let p = Path::from(path);
-        match self.os.delete(&p).await {
+        match retried(|_| self.os.delete(&p)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(io(&p, e)),
         }

@@ -105,6 +105,288 @@ async fn memory_store_keeps_the_contract() {
     conformance(&Store::open("memory://").unwrap()).await;
 }
 
+/// A fresh prefix in the S3-compatible test server's bucket: scripts/test.sh
+/// starts moto and sets `TABLEPIN_TEST_S3` (and the `AWS_*` endpoint and
+/// keys). Elsewhere the S3 tests say they did not run, except in CI, where
+/// a missing server fails them.
+pub(crate) fn s3_location(test: &str) -> Option<String> {
+    match std::env::var("TABLEPIN_TEST_S3") {
+        Ok(base) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            Some(format!("{base}/{test}-{nanos}"))
+        }
+        Err(_) if std::env::var_os("CI").is_some() => {
+            panic!("TABLEPIN_TEST_S3 is not set: run the tests with scripts/test.sh, which starts the S3 test server")
+        }
+        Err(_) => {
+            eprintln!("{test}: not run: TABLEPIN_TEST_S3 is not set (scripts/test.sh sets it)");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn s3_store_keeps_the_contract() {
+    let Some(location) = s3_location("contract") else {
+        return;
+    };
+    let store = Store::open(&location).unwrap();
+    store.check_conditional_writes().await.unwrap();
+    conformance(&store).await;
+}
+
+/// A fresh prefix in the Azure emulator's container (Azurite, which
+/// scripts/test.sh installs from the npm registry and starts when it can,
+/// setting `TABLEPIN_TEST_AZURE`); the test says it did not run otherwise.
+fn azure_location(test: &str) -> Option<String> {
+    let Ok(base) = std::env::var("TABLEPIN_TEST_AZURE") else {
+        eprintln!("{test}: not run: TABLEPIN_TEST_AZURE is not set (scripts/test.sh sets it where Azurite installs)");
+        return None;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    Some(format!("{base}/{test}-{nanos}"))
+}
+
+#[tokio::test]
+async fn azure_store_keeps_the_contract() {
+    let Some(location) = azure_location("contract") else {
+        return;
+    };
+    let store = Store::open(&location).unwrap();
+    store.check_conditional_writes().await.unwrap();
+    conformance(&store).await;
+    one_racer_wins(Arc::new(Store::open(&format!("{location}-race")).unwrap())).await;
+}
+
+/// Many writers create the same ref entry at once: exactly one wins, on
+/// every backend.
+async fn one_racer_wins(store: Arc<Store>) {
+    let racers = (0..12u64).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut e = entry(1, None);
+            e.message = format!("racer {i}");
+            store.append_ref(RefKind::Branch, "race", &e).await
+        })
+    });
+    let results = futures::future::join_all(racers).await;
+    let won = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+    let lost = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Err(StoreError::RefConflict { seq: 1, .. }))))
+        .count();
+    assert_eq!((won, lost), (1, 11), "{results:?}");
+    assert_eq!(
+        store.ref_log(RefKind::Branch, "race").await.unwrap().len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_ref_writers_have_one_winner() {
+    one_racer_wins(Arc::new(Store::open("memory://").unwrap())).await;
+    let dir = tempfile::tempdir().unwrap();
+    one_racer_wins(Arc::new(Store::open(dir.path().to_str().unwrap()).unwrap())).await;
+    if let Some(location) = s3_location("race") {
+        one_racer_wins(Arc::new(Store::open(&location).unwrap())).await;
+    }
+}
+
+#[tokio::test]
+async fn a_ref_entry_whose_answer_was_lost_is_this_writers_own() {
+    // The create lands but its answer is lost; the retry finds the entry
+    // holding these very bytes: the append succeeded, once.
+    let store = Store::open("memory://")
+        .unwrap()
+        .with_fault_script(vec![Some(faults::Fault::LandedButFailed)]);
+    store
+        .append_ref(RefKind::Branch, "main", &entry(1, None))
+        .await
+        .unwrap();
+    assert_eq!(store.faults_injected(), Some(1));
+    let log = store.ref_log(RefKind::Branch, "main").await.unwrap();
+    assert_eq!(log.len(), 1);
+    // Another writer's entry 1 is still a conflict.
+    let mut other = entry(1, None);
+    other.message = "another writer".into();
+    assert!(matches!(
+        store.append_ref(RefKind::Branch, "main", &other).await,
+        Err(StoreError::RefConflict { seq: 1, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_blob_or_document_whose_answer_was_lost_is_stored_once() {
+    use faults::Fault::*;
+    let store = Store::open("memory://")
+        .unwrap()
+        .with_fault_script(vec![Some(LandedButFailed), Some(LandedButFailed)]);
+    let put = store.put_blob(Bytes::from_static(b"data")).await.unwrap();
+    assert!(put.new);
+    assert_eq!(
+        store.get_blob(&put.id).await.unwrap(),
+        Bytes::from_static(b"data")
+    );
+    // A document (an audit record, say) likewise; a second create of it by
+    // anyone is refused as before.
+    store
+        .create_doc("audit/1.json", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .create_doc("audit/1.json", Bytes::from_static(b"{}"))
+            .await,
+        Err(StoreError::Exists { .. })
+    ));
+}
+
+#[tokio::test]
+async fn passing_failures_are_retried_and_lasting_ones_named() {
+    use faults::Fault::*;
+    let plain = Store::open("memory://").unwrap();
+    let id = plain.put_blob(Bytes::from_static(b"abc")).await.unwrap().id;
+    // A short read and a 503 are tried again.
+    let store = Store::from_object_store(plain.raw.clone(), "memory://")
+        .with_fault_script(vec![Some(Truncated), Some(Unavailable)]);
+    assert_eq!(
+        store.get_blob(&id).await.unwrap(),
+        Bytes::from_static(b"abc")
+    );
+    assert_eq!(store.requests().get, 3);
+    // Four server errors in a row: the error names the blob and the answer.
+    let store = Store::from_object_store(plain.raw.clone(), "memory://")
+        .with_fault_script(vec![Some(Internal); 4]);
+    let err = store.get_blob(&id).await.unwrap_err().to_string();
+    assert!(err.contains(&id.fanout_path()), "{err}");
+    assert!(err.contains("500"), "{err}");
+}
+
+#[tokio::test]
+async fn a_ref_head_costs_three_requests_however_long_the_log() {
+    let store = Store::open("memory://").unwrap();
+    for seq in 1..=60 {
+        store
+            .append_ref(RefKind::Branch, "main", &entry(seq, None))
+            .await
+            .unwrap();
+    }
+    let before = store.requests();
+    let head = store
+        .ref_head(RefKind::Branch, "main")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.seq, 60);
+    let cost = store.requests().since(&before);
+    assert_eq!((cost.get, cost.list, cost.total()), (2, 1, 3), "{cost}");
+    // A stale hint (another writer's entry landed after it) and a hint
+    // naming an entry that is not there both still give the head.
+    for hint in ["12", "999", "not a number"] {
+        store
+            .raw
+            .put(
+                &Store::hint_path(RefKind::Branch, "main"),
+                PutPayload::from(hint),
+            )
+            .await
+            .unwrap();
+        let head = store
+            .ref_head(RefKind::Branch, "main")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.seq, 60, "hint {hint}");
+    }
+}
+
+/// An object store that ignores put-if-absent, as some S3-compatible
+/// servers do.
+#[derive(Debug)]
+struct Careless(InMemory);
+
+impl std::fmt::Display for Careless {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Careless")
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Careless {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        _opts: PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        self.0
+            .put_opts(location, payload, PutOptions::default())
+            .await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.0.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.0.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<'static, object_store::Result<Path>>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<Path>> {
+        self.0.delete_stream(locations)
+    }
+    fn list(
+        &self,
+        prefix: Option<&Path>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.0.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.0.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.0.copy_opts(from, to, options).await
+    }
+}
+
+#[tokio::test]
+async fn a_store_without_conditional_writes_is_refused() {
+    let store = Store::from_object_store(Arc::new(Careless(InMemory::new())), "careless://x");
+    let err = store.check_conditional_writes().await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::NoConditionalWrites { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("careless://x"), "{err}");
+    // The probe leaves nothing behind.
+    assert!(store.list_docs("probes").await.unwrap().is_empty());
+    let ok = Store::open("memory://").unwrap();
+    ok.check_conditional_writes().await.unwrap();
+    assert!(ok.list_docs("probes").await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn local_store_keeps_the_contract() {
     let dir = tempfile::tempdir().unwrap();
@@ -203,8 +485,15 @@ async fn damaged_blob_is_named() {
 
 #[test]
 fn unsupported_scheme_is_a_clear_error() {
-    let err = Store::open("s3://bucket/x").unwrap_err().to_string();
-    assert!(err.contains("'s3'"), "{err}");
+    let err = Store::open("ftp://bucket/x").unwrap_err().to_string();
+    assert!(err.contains("unknown scheme 'ftp'"), "{err}");
+    assert!(err.contains("s3://"), "{err}");
+    // Credentials in a URL are refused, and not repeated.
+    let err = Store::open("s3://AKIDEXAMPLE:hunter2secret@bucket/x")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("environment"), "{err}");
+    assert!(!err.contains("hunter2secret"), "{err}");
     let err = Store::open("/no/such/folder/anywhere")
         .unwrap_err()
         .to_string();
@@ -242,4 +531,57 @@ async fn a_local_read_works_outside_a_runtime() {
         .unwrap()
         .unwrap();
     assert_eq!(got, b);
+}
+
+async fn cache_serves_a_second_read(store: Store, dir: &std::path::Path) {
+    let store = store.with_cache(Some(cache::BlobCache::new(dir, "repo", 1 << 30)));
+    let id = store
+        .put_blob(Bytes::from(vec![9u8; 10_000]))
+        .await
+        .unwrap()
+        .id;
+    let before = store.requests();
+    store.get_blob(&id).await.unwrap();
+    assert_eq!(store.requests().since(&before).get, 1);
+    // The second read downloads nothing.
+    let before = store.requests();
+    assert_eq!(store.get_blob(&id).await.unwrap().len(), 10_000);
+    assert_eq!(store.requests().since(&before).get, 0);
+    // A damaged copy is detected, named, dropped and fetched again.
+    let cached = store.cache().unwrap().dir().join(id.fanout_path());
+    std::fs::write(&cached, b"rot").unwrap();
+    let before = store.requests();
+    assert_eq!(store.get_blob(&id).await.unwrap(), vec![9u8; 10_000]);
+    assert_eq!(store.requests().since(&before).get, 1);
+    assert_eq!(store.cache_repairs(), vec![id]);
+    assert_eq!(std::fs::read(&cached).unwrap(), vec![9u8; 10_000]);
+    // A deleted blob leaves the cache too.
+    store.delete_blob(&id).await.unwrap();
+    assert!(!cached.exists());
+    assert!(store.cache().unwrap().ids().is_empty());
+}
+
+#[tokio::test]
+async fn the_blob_cache_serves_verified_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    cache_serves_a_second_read(Store::open("memory://").unwrap(), dir.path()).await;
+    if let Some(location) = s3_location("cache") {
+        let dir = tempfile::tempdir().unwrap();
+        cache_serves_a_second_read(Store::open(&location).unwrap(), dir.path()).await;
+    }
+}
+
+#[test]
+fn the_blob_cache_keeps_to_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache::BlobCache::new(dir.path(), "repo", 25_000);
+    let blobs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 10_000]).collect();
+    for b in &blobs {
+        cache.put(&ObjectId::of(b), b);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // Past 25,000 bytes the oldest go, down to nine tenths of the bound.
+    let kept = cache.ids();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept.contains(&ObjectId::of(&blobs[4])));
 }

@@ -48,8 +48,13 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// No repository where one was looked for.
-    #[error("no tablepin repository in {start} or any parent folder; create one there, or open one by its path")]
+    /// No repository where one was looked for: a folder and its parents,
+    /// or a URL.
+    #[error("{}", if start.contains("://") {
+        format!("no tablepin repository at {start}; create one there")
+    } else {
+        format!("no tablepin repository in {start} or any parent folder; create one there, or open one by its path")
+    })]
     NoRepository {
         /// Where the search started.
         start: String,

@@ -68,4 +68,6 @@ pub use tablepin_format as format;
 pub use tablepin_format::{ContentHash, RefKind, VersionId};
 /// The content hash (rowhash-v1) of any rows, as `show` reports it for a version.
 pub use tablepin_rowhash::content_hash;
+/// The storage layer: stores, request counts, remote backends, fault injection.
+pub use tablepin_store as store;
 pub use tablepin_store::{Store, LOCAL_DIR};

@@ -163,6 +163,10 @@ pub struct ErasedCheck {
     pub rows: u64,
     /// Data files still holding an erased row, with how many.
     pub holders: Vec<(ObjectId, u64)>,
+    /// Copies in this machine's blob cache of blobs the repository no
+    /// longer holds (deleted by an erasure or a gc run elsewhere): removed
+    /// by this check, so that no erased row survives in the cache either.
+    pub cache_removed: u64,
 }
 
 impl ErasedCheck {
@@ -927,7 +931,7 @@ impl Repo {
             .map(|b| (b.id, b.last_modified.timestamp_millis()))
             .collect();
         for b in &blobs {
-            let bytes = self.store().get_blob(&b.id).await?;
+            let bytes = self.store().get_stored_blob(&b.id).await?;
             if bytes.len() >= 4 && &bytes[..4] == b"PAR1" {
                 check.files += 1;
                 check.rows += parquet::file::reader::SerializedFileReader::new(bytes)
@@ -941,6 +945,13 @@ impl Repo {
             progress.advance(b.size);
         }
         check.holders = self.erased_holders(records, &ids, false).await?;
+        if let Some(cache) = self.store().cache() {
+            let stored: HashSet<ObjectId> = blobs.iter().map(|b| b.id).collect();
+            for id in cache.ids().into_iter().filter(|id| !stored.contains(id)) {
+                cache.remove(&id);
+                check.cache_removed += 1;
+            }
+        }
         progress.end();
         Ok(check)
     }

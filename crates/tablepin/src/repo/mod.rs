@@ -417,13 +417,16 @@ impl Repo {
     /// Creates a repository on a store the caller supplies: any
     /// `object_store::ObjectStore`, wrapped by [`Store::from_object_store`].
     /// The store must honour put-if-absent (`PutMode::Create`), as a local
-    /// folder, memory and S3 do: blobs and ref entries rely on it.
+    /// folder, memory, S3, GCS and Azure do: blobs and ref entries rely on
+    /// it. A store that lets a second create of one object through is
+    /// refused here ([`tablepin_store::StoreError::NoConditionalWrites`]).
     pub async fn init_store(store: Store, write: WriteSettings) -> Result<Repo> {
         let config = RepoConfig {
             format: FORMAT_VERSION,
             write,
         };
         config.write.properties_check()?;
+        store.check_conditional_writes().await?;
         let bytes = serde_json::to_vec_pretty(&config)
             .map_err(|e| Error::Internal(format!("encoding the config: {e}")))?;
         match store.create_doc(CONFIG, Bytes::from(bytes)).await {

@@ -83,13 +83,13 @@ impl Repo {
             }
             match self
                 .store()
-                .map_blobs(&batch, |_, b| Ok::<_, StoreError>(b.len() as u64))
+                .map_stored_blobs(&batch, |_, b| Ok::<_, StoreError>(b.len() as u64))
                 .await
             {
                 Ok(sizes) => r.bytes += sizes.iter().sum::<u64>(),
                 Err(_) => {
                     for id in &batch {
-                        match self.store().get_blob(id).await {
+                        match self.store().get_stored_blob(id).await {
                             Ok(bytes) => r.bytes += bytes.len() as u64,
                             Err(e) => {
                                 bad.insert(*id);

@@ -1,0 +1,225 @@
+//! The weekly commit and the head read on a bucket, beside a local folder:
+//! `tablepin bench --remote s3://BUCKET/PREFIX`. Each store gets its own
+//! repository holding the generated table; the repetitions go round the
+//! stores in turn (one weekly commit and one head read each), so that the
+//! machine's noise falls on all of them alike. Requests are counted by the
+//! store ([`tablepin::store::RequestCounts`]); the added latency is
+//! `object_store`'s throttling wrapper, before every request.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tablepin::{CommitOptions, Mode, Repo, Store, WriteSettings};
+
+use crate::LabError;
+
+/// One store the benchmark runs on.
+struct Setup {
+    name: String,
+    repo: Repo,
+    commit_s: Vec<f64>,
+    commit_requests: Vec<u64>,
+    /// The last weekly commit's requests, by kind.
+    commit_kinds: tablepin::store::RequestCounts,
+    read_s: Vec<f64>,
+    read_requests: Vec<u64>,
+    read_gets: Vec<u64>,
+    files: u64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn median_u(v: &[u64]) -> u64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// Runs the benchmark on a local folder, on `remote`, and on `remote` with
+/// `latency` added per request.
+pub async fn run(
+    remote: &str,
+    rows: usize,
+    repeat: usize,
+    latency: Duration,
+) -> Result<Value, LabError> {
+    let dir = tempfile::tempdir().map_err(|e| LabError::Other(e.to_string()))?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let remote = remote.trim_end_matches('/');
+    let ms = latency.as_millis();
+    let open = |at: &str| Store::open(at).map_err(tablepin::Error::from);
+    let stores = vec![
+        (
+            "local folder".to_string(),
+            open(&dir.path().to_string_lossy())?,
+        ),
+        (
+            "bucket".to_string(),
+            open(&format!("{remote}/bench-{stamp}-a"))?,
+        ),
+        (
+            format!("bucket + {ms} ms per request"),
+            open(&format!("{remote}/bench-{stamp}-b"))?.with_latency(latency),
+        ),
+    ];
+    let base = tablepin_datagen::sales(0, rows, 1);
+    let mut setups = Vec::new();
+    for (name, store) in stores {
+        // Measured without the cache: every read goes to the store.
+        let repo = Repo::init_store(store.with_cache(None), WriteSettings::default()).await?;
+        crate::bench::commit_base(&repo, &base).await?;
+        setups.push(Setup {
+            name,
+            repo,
+            commit_s: Vec::new(),
+            commit_requests: Vec::new(),
+            commit_kinds: Default::default(),
+            read_s: Vec::new(),
+            read_requests: Vec::new(),
+            read_gets: Vec::new(),
+            files: 0,
+        });
+    }
+    let mut next_id = rows as i64;
+    for r in 0..repeat.max(1) {
+        let (input, _) = crate::bench::weekly_input(&base, r, next_id)?;
+        next_id += 10_000;
+        for s in &mut setups {
+            let before = s.repo.store().requests();
+            let t = Instant::now();
+            s.repo
+                .commit(
+                    "sales",
+                    input.schema(),
+                    vec![input.clone()],
+                    &CommitOptions {
+                        mode: Mode::Upsert,
+                        message: format!("week {r}"),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+            s.commit_s.push(t.elapsed().as_secs_f64());
+            s.commit_kinds = s.repo.store().requests().since(&before);
+            s.commit_requests.push(s.commit_kinds.total());
+            let before = s.repo.store().requests();
+            let t = Instant::now();
+            let head = s.repo.read("main", "sales", None).await?;
+            s.read_s.push(t.elapsed().as_secs_f64());
+            let cost = s.repo.store().requests().since(&before);
+            s.read_requests.push(cost.total());
+            s.read_gets.push(cost.get);
+            s.files = head.stats.files as u64;
+        }
+    }
+    let out: Vec<Value> = setups
+        .iter()
+        .map(|s| {
+            json!({
+                "store": s.name,
+                "weekly_commit_seconds_median": median(s.commit_s.clone()),
+                "weekly_commit_requests_median": median_u(&s.commit_requests),
+                "weekly_commit_requests_last": s.commit_kinds,
+                "head_read_seconds_median": median(s.read_s.clone()),
+                "head_read_requests_median": median_u(&s.read_requests),
+                "head_read_gets_median": median_u(&s.read_gets),
+                "head_data_files": s.files,
+                "weekly_commit_seconds": s.commit_s,
+                "head_read_seconds": s.read_s,
+            })
+        })
+        .collect();
+    let commands = command_costs(&format!("{remote}/bench-{stamp}-c")).await?;
+    Ok(json!({
+        "commands": commands,
+        "rows": rows,
+        "repeat": repeat,
+        "latency_ms": ms,
+        "targets": {
+            "weekly_commit_requests": 15,
+            "head_read_requests": "GETs <= data files + 4",
+            "weekly_commit_seconds_with_latency": 0.5,
+        },
+        "stores": out,
+    }))
+}
+
+/// The requests each command makes on the bucket: init, then 100 commits
+/// of one new row each (the last one counted), `log` of the 100 versions,
+/// `verify`, a gc keeping the last 10, and an erasure of one row.
+async fn command_costs(location: &str) -> Result<Value, LabError> {
+    let store = Store::open(location)
+        .map_err(tablepin::Error::from)?
+        .with_cache(None);
+    let mut meter = Meter {
+        stats: store.stats(),
+        before: store.requests(),
+        costs: serde_json::Map::new(),
+    };
+    let repo = Repo::init_store(store, WriteSettings::default()).await?;
+    meter.mark(Some("init"));
+    for i in 0..100 {
+        let rows = tablepin_datagen::sales(i, 1, i as u64);
+        let opts = CommitOptions {
+            key: Some(vec!["id".into()]),
+            mode: if i == 0 {
+                Mode::Overwrite
+            } else {
+                Mode::Append
+            },
+            message: format!("row {i}"),
+            ..Default::default()
+        };
+        repo.commit("sales", rows.schema(), vec![rows], &opts)
+            .await?;
+        meter.mark((i == 99).then_some("commit (1 row appended, 100th version)"));
+    }
+    let log = repo.log("main").await?;
+    meter.mark(Some(&format!("log ({} versions)", log.len())));
+    repo.verify(&tablepin::NoProgress).await?;
+    meter.mark(Some("verify"));
+    let plan = repo
+        .gc_plan(&tablepin::GcPolicy {
+            keep_last: Some(10),
+            grace_ms: 0,
+            ..Default::default()
+        })
+        .await?;
+    repo.gc_apply(plan).await?;
+    meter.mark(Some("gc (keep the last 10)"));
+    let plan = repo
+        .erase_plan(&tablepin::EraseOptions {
+            table: "sales".into(),
+            predicate: "id = 95".into(),
+            reason: "benchmark".into(),
+        })
+        .await?;
+    repo.erase_apply(plan).await?;
+    meter.mark(Some("erase (1 row)"));
+    Ok(Value::Object(meter.costs))
+}
+
+/// Requests counted step by step.
+struct Meter {
+    stats: tablepin::store::StoreStats,
+    before: tablepin::store::RequestCounts,
+    costs: serde_json::Map<String, Value>,
+}
+
+impl Meter {
+    /// Ends a step: records its requests under `name`, or forgets them.
+    fn mark(&mut self, name: Option<&str>) {
+        let now = self.stats.requests();
+        if let Some(name) = name {
+            self.costs
+                .insert(name.to_string(), json!(now.since(&self.before)));
+        }
+        self.before = now;
+    }
+}

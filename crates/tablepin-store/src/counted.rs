@@ -1,0 +1,240 @@
+//! Requests counted as a remote store would bill them: every store a
+//! repository opens is wrapped in [`Counted`], so a command can say what it
+//! asked of its store (`tablepin --stats`) and tests can hold a command to a
+//! number of requests.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// What a list request returns at most: S3's page size, the smallest of the
+/// clouds', so a long listing counts one request per page.
+const LIST_PAGE: u64 = 1000;
+
+/// Requests made through a store so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RequestCounts {
+    /// Object reads (whole or ranged).
+    pub get: u64,
+    /// Metadata reads (does it exist, how large, how old).
+    pub head: u64,
+    /// Object writes, conditional or not (a multipart upload counts once).
+    pub put: u64,
+    /// List requests, one per page of results.
+    pub list: u64,
+    /// Deletes.
+    pub delete: u64,
+    /// Server-side copies and renames.
+    pub copy: u64,
+    /// Bytes read by GETs.
+    pub bytes_read: u64,
+    /// Bytes sent by PUTs.
+    pub bytes_written: u64,
+}
+
+impl RequestCounts {
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.get + self.head + self.put + self.list + self.delete + self.copy
+    }
+
+    /// What was made between `earlier` and `self`.
+    pub fn since(&self, earlier: &RequestCounts) -> RequestCounts {
+        RequestCounts {
+            get: self.get - earlier.get,
+            head: self.head - earlier.head,
+            put: self.put - earlier.put,
+            list: self.list - earlier.list,
+            delete: self.delete - earlier.delete,
+            copy: self.copy - earlier.copy,
+            bytes_read: self.bytes_read - earlier.bytes_read,
+            bytes_written: self.bytes_written - earlier.bytes_written,
+        }
+    }
+}
+
+impl fmt::Display for RequestCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} requests: {} GET ({} bytes), {} HEAD, {} PUT ({} bytes), {} LIST, {} DELETE, {} COPY",
+            self.total(),
+            self.get,
+            self.bytes_read,
+            self.head,
+            self.put,
+            self.bytes_written,
+            self.list,
+            self.delete,
+            self.copy
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    get: AtomicU64,
+    head: AtomicU64,
+    put: AtomicU64,
+    list: AtomicU64,
+    delete: AtomicU64,
+    copy: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A store that counts the requests made through it.
+#[derive(Debug, Clone)]
+pub struct Counted {
+    inner: Arc<dyn ObjectStore>,
+    counters: Arc<Counters>,
+}
+
+impl Counted {
+    /// Wraps a store.
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            inner,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The requests made so far.
+    pub fn counts(&self) -> RequestCounts {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RequestCounts {
+            get: get(&c.get),
+            head: get(&c.head),
+            put: get(&c.put),
+            list: get(&c.list),
+            delete: get(&c.delete),
+            copy: get(&c.copy),
+            bytes_read: get(&c.bytes_read),
+            bytes_written: get(&c.bytes_written),
+        }
+    }
+
+    /// A listing that counts one request per page it reads.
+    fn paged(
+        &self,
+        stream: BoxStream<'static, Result<ObjectMeta>>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let counters = self.counters.clone();
+        add(&counters.list, 1);
+        let mut seen = 0u64;
+        stream
+            .inspect(move |_| {
+                seen += 1;
+                if seen > LIST_PAGE && seen % LIST_PAGE == 1 {
+                    add(&counters.list, 1);
+                }
+            })
+            .boxed()
+    }
+}
+
+impl fmt::Display for Counted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Counted({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Counted {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        add(&self.counters.put, 1);
+        add(
+            &self.counters.bytes_written,
+            payload.content_length() as u64,
+        );
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        add(&self.counters.put, 1);
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if options.head {
+            add(&self.counters.head, 1);
+        } else {
+            add(&self.counters.get, 1);
+        }
+        let got = self.inner.get_opts(location, options).await?;
+        add(&self.counters.bytes_read, got.range.end - got.range.start);
+        Ok(got)
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        // Through the default, which merges near ranges and reads each
+        // merged range with `get_opts` here: every request is counted.
+        object_store::coalesce_ranges(
+            ranges,
+            |r| async move {
+                let opts = GetOptions {
+                    range: Some(r.into()),
+                    ..Default::default()
+                };
+                self.get_opts(location, opts).await?.bytes().await
+            },
+            object_store::OBJECT_STORE_COALESCE_DEFAULT,
+        )
+        .await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let counters = self.counters.clone();
+        let locations = locations.inspect(move |_| add(&counters.delete, 1)).boxed();
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.paged(self.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.paged(self.inner.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        add(&self.counters.list, 1);
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        add(&self.counters.copy, 1);
+        self.inner.copy_opts(from, to, options).await
+    }
+}
