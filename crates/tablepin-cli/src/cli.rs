@@ -262,9 +262,20 @@ pub struct ExportArgs {
     pub rev: String,
     /// The table.
     pub table: String,
-    /// The file to write: .parquet, .csv, .arrow or .feather.
+    /// The file to write: .parquet, .csv, .arrow or .feather; with
+    /// --format delta, a new folder.
     #[arg(short, long)]
     pub output: String,
+    /// `delta`: write a Delta Lake table (a view whose data files are the
+    /// repository's own, hard-linked when the repository is a local folder
+    /// on the same file system, else copied; deletion vectors inline), for
+    /// delta-rs, polars, Spark and other Delta readers.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// With --format delta: one Delta version per version along REV's first
+    /// parents, oldest first, so that Delta's VERSION AS OF reaches them.
+    #[arg(long)]
+    pub history: bool,
 }
 
 #[derive(Debug, Args)]

@@ -645,6 +645,16 @@ pub fn check_output(what: &str, path: &str) -> Result<()> {
 }
 
 async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> {
+    match a.format.as_deref() {
+        None if a.history => return Err(usage("--history goes with --format delta")),
+        None => {}
+        Some("delta") => return export_delta(repo, a, json_out).await,
+        Some(other) => {
+            return Err(usage(format!(
+                "--format takes delta, not '{other}' (Parquet, CSV and Arrow files are told by their name)"
+            )))
+        }
+    }
     check_output("export to", &a.output)?;
     let read = scan_rev(repo, &a.rev, &a.table, &Default::default()).await?;
     tablepin::files::write_table_file(&a.output, &read.schema, &read.batches)?;
@@ -661,6 +671,30 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
             read.version.short(12),
             a.output,
             read.snapshot.content_hash.short(16)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn export_delta(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> {
+    let dir = std::path::Path::new(&a.output);
+    let out = repo.export_delta(&a.rev, &a.table, dir, a.history).await?;
+    if json_out {
+        output::json(&out)?;
+    } else {
+        let last = out.delta_versions.last();
+        outln!(
+            "Wrote a Delta table of '{}' to {}: {} Delta version(s), the last {} rows of {} (content hash {}); {} data files, {} linked, {} copied ({})",
+            a.table,
+            out.dir,
+            out.delta_versions.len(),
+            last.map_or(0, |v| v.rows),
+            last.map_or(String::new(), |v| v.version.short(12)),
+            last.map_or("", |v| &v.content_hash[..16]),
+            out.files,
+            out.linked,
+            out.copied,
+            size(out.bytes_copied)
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -476,6 +476,13 @@ impl Store {
         }
     }
 
+    /// The file that holds a blob, when the repository is a local folder
+    /// (a Delta view links it instead of copying it).
+    pub fn local_blob_path(&self, id: &ObjectId) -> Option<std::path::PathBuf> {
+        let root = self.local_root.as_ref()?;
+        Some(root.join("objects").join(id.fanout_path()))
+    }
+
     /// Where this store is.
     pub fn location(&self) -> &str {
         &self.location

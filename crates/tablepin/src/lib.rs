@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod delta;
 mod error;
 pub mod files;
 pub mod repo;

@@ -1,0 +1,458 @@
+//! A Delta Lake view of a table at a version, for engines that read Delta
+//! (delta-rs and what is built on it, polars, Spark): `_delta_log/` commits
+//! whose `add` actions name tablepin's own Parquet files and carry their
+//! deletion vectors in Delta's format (inline, Z85), under the protocol's
+//! `deletionVectors` reader feature.
+//!
+//! The files are hard-linked into the view's `data/` folder when the
+//! repository is a local folder on the same file system (no byte copied),
+//! and copied otherwise. Absolute URIs in `add.path`, which would spare the
+//! links, are read by delta-rs as paths inside the table (it looked for
+//! `/view/file:/repo/…`), so the view links instead. A view is a copy of
+//! the rows as far as erasure goes: erasing rows from the repository does
+//! not reach a view made before; delete the view.
+//!
+//! Deciding is pure ([`plan_commits`], [`delta_schema`], [`dv_descriptor`]);
+//! [`Repo::export_delta`] reads the snapshots and writes the folder.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use arrow::datatypes::{DataType, Field, Schema};
+use roaring::RoaringBitmap;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tablepin_format::{ObjectId, TableSnapshot, VersionId};
+
+use crate::error::{Error, Result};
+use crate::repo::Repo;
+
+/// The magic number that opens a serialized Delta deletion vector (a
+/// `RoaringBitmapArray`, little-endian), from the Delta protocol.
+const DV_MAGIC: u32 = 1_681_511_377;
+
+/// What [`Repo::export_delta`] wrote.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeltaExport {
+    /// The view's folder.
+    pub dir: String,
+    /// Delta versions written (0 to N-1), one per tablepin version.
+    pub delta_versions: Vec<DeltaVersion>,
+    /// Data files the view names.
+    pub files: u64,
+    /// Of them, hard-linked to the repository's blobs (no bytes copied).
+    pub linked: u64,
+    /// Of them, copied (the repository is elsewhere).
+    pub copied: u64,
+    /// Bytes copied.
+    pub bytes_copied: u64,
+}
+
+/// One Delta version of the view and the tablepin version it shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeltaVersion {
+    /// The Delta version number.
+    pub delta_version: u64,
+    /// The tablepin version.
+    pub version: VersionId,
+    /// Its rows.
+    pub rows: u64,
+    /// Its content hash.
+    pub content_hash: String,
+}
+
+/// A data file as a Delta `add` names it: its blob and its deletion
+/// vector's descriptor.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ViewFile {
+    /// The Parquet blob.
+    pub blob: ObjectId,
+    /// Its size.
+    pub bytes: u64,
+    /// Rows in it, hidden ones included (Delta's `numRecords`).
+    pub rows: u64,
+    /// The deletion vector, Z85 and its decoded size and cardinality.
+    pub dv: Option<(String, u64, u64)>,
+}
+
+impl ViewFile {
+    fn path(&self) -> String {
+        format!("data/{}.parquet", self.blob)
+    }
+}
+
+/// The Delta type of an Arrow column, or why it has none.
+fn delta_type(field: &Field) -> std::result::Result<Value, String> {
+    Ok(Value::String(
+        match field.data_type() {
+            DataType::Boolean => "boolean",
+            DataType::Int8 => "byte",
+            DataType::Int16 => "short",
+            DataType::Int32 => "integer",
+            DataType::Int64 => "long",
+            DataType::Float32 => "float",
+            DataType::Float64 => "double",
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string",
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary",
+            DataType::Date32 => "date",
+            DataType::Timestamp(_, Some(_)) => "timestamp",
+            DataType::Timestamp(_, None) => "timestamp_ntz",
+            DataType::Decimal128(p, s) if *p <= 38 && *s >= 0 => {
+                return Ok(Value::String(format!("decimal({p},{s})")))
+            }
+            other => return Err(format!("{other} has no Delta type")),
+        }
+        .to_string(),
+    ))
+}
+
+/// The Delta schema string of an Arrow schema, and whether it needs the
+/// `timestampNtz` feature; an unsupported column is named.
+pub fn delta_schema(schema: &Schema) -> Result<(String, bool)> {
+    let mut ntz = false;
+    let mut fields = Vec::new();
+    for f in schema.fields() {
+        let t = delta_type(f).map_err(|why| {
+            Error::InvalidArgument(format!(
+                "column '{}' cannot be shown as Delta: {why}; export it to Parquet instead",
+                f.name()
+            ))
+        })?;
+        ntz |= t == "timestamp_ntz";
+        // Timestamps of other units than microseconds are read and cast
+        // by the Delta readers tested (delta-rs, polars).
+        fields.push(
+            json!({"name": f.name(), "type": t, "nullable": f.is_nullable(), "metadata": {}}),
+        );
+    }
+    Ok((json!({"type": "struct", "fields": fields}).to_string(), ntz))
+}
+
+/// A deletion vector in Delta's inline form: the Z85 text of the
+/// serialized `RoaringBitmapArray` (magic, one 32-bit bitmap under key 0),
+/// zero-padded to a multiple of 4 bytes as Z85 needs, its size before the
+/// padding, and its cardinality.
+pub fn dv_descriptor(bm: &RoaringBitmap) -> Result<(String, u64, u64)> {
+    let mut out = Vec::with_capacity(16 + bm.serialized_size());
+    out.extend_from_slice(&DV_MAGIC.to_le_bytes());
+    out.extend_from_slice(&1u64.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    bm.serialize_into(&mut out)
+        .map_err(|e| Error::Internal(format!("encoding a deletion vector: {e}")))?;
+    let size = out.len() as u64;
+    out.resize(out.len().div_ceil(4) * 4, 0);
+    Ok((z85::encode(&out), size, bm.len()))
+}
+
+/// The actions of each Delta commit: the first adds every file of the
+/// first snapshot; each next one removes the files (or file and deletion
+/// vector pairs) the snapshot before had and this one lacks, and adds the
+/// ones it has new. `schemas[i]` is snapshot i's schema string, written
+/// again where it changes. `time_ms` stamps the actions.
+pub fn plan_commits(
+    snapshots: &[(Vec<ViewFile>, String)],
+    protocol: &Value,
+    table_id: &str,
+    time_ms: i64,
+) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    let mut before: BTreeSet<ViewFile> = BTreeSet::new();
+    let mut schema_before: Option<&String> = None;
+    for (files, schema) in snapshots {
+        let now: BTreeSet<ViewFile> = files.iter().cloned().collect();
+        let mut actions = Vec::new();
+        if schema_before.is_none() {
+            actions.push(protocol.clone());
+        }
+        if schema_before != Some(schema) {
+            actions.push(json!({"metaData": {
+                "id": table_id,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema,
+                "partitionColumns": [],
+                "configuration": {"delta.enableDeletionVectors": "true"},
+                "createdTime": time_ms,
+            }}));
+        }
+        for f in before.difference(&now) {
+            let mut remove = json!({
+                "path": f.path(), "deletionTimestamp": time_ms, "dataChange": true,
+                "extendedFileMetadata": true, "partitionValues": {}, "size": f.bytes,
+            });
+            if let Some(dv) = &f.dv {
+                remove["deletionVector"] = dv_json(dv);
+            }
+            actions.push(json!({ "remove": remove }));
+        }
+        for f in now.difference(&before) {
+            let mut add = json!({
+                "path": f.path(), "partitionValues": {}, "size": f.bytes,
+                "modificationTime": time_ms, "dataChange": true,
+                "stats": json!({"numRecords": f.rows}).to_string(),
+            });
+            if let Some(dv) = &f.dv {
+                add["deletionVector"] = dv_json(dv);
+            }
+            actions.push(json!({ "add": add }));
+        }
+        out.push(actions);
+        before = now;
+        schema_before = Some(schema);
+    }
+    out
+}
+
+fn dv_json((z85, size, count): &(String, u64, u64)) -> Value {
+    json!({"storageType": "i", "pathOrInlineDv": z85, "sizeInBytes": size, "cardinality": count})
+}
+
+/// The protocol action: reader 3 and writer 7 with deletion vectors (and
+/// timestamps without a time zone when a column has them).
+fn protocol(ntz: bool) -> Value {
+    let mut features = vec!["deletionVectors"];
+    if ntz {
+        features.push("timestampNtz");
+    }
+    json!({"protocol": {
+        "minReaderVersion": 3, "minWriterVersion": 7,
+        "readerFeatures": features, "writerFeatures": features,
+    }})
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Output {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl Repo {
+    /// Writes a Delta Lake view of `table` at `rev` into the folder `dir`
+    /// (which must not exist, or be empty): one Delta version, or with
+    /// `history` one per version along `rev`'s first parents, oldest first,
+    /// so that Delta's `VERSION AS OF n` reaches the n-th of them.
+    pub async fn export_delta(
+        &self,
+        rev: &str,
+        table: &str,
+        dir: &Path,
+        history: bool,
+    ) -> Result<DeltaExport> {
+        let empty = match std::fs::read_dir(dir) {
+            Ok(mut d) => d.next().is_none(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(io_error(dir, e)),
+        };
+        if !empty {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not empty; a Delta view needs a new folder",
+                dir.display()
+            )));
+        }
+        let head = self.resolve(rev).await?;
+        let versions = if history {
+            self.first_parents(head).await?
+        } else {
+            vec![head]
+        };
+        let mut snapshots: Vec<(VersionId, TableSnapshot)> = Vec::new();
+        for id in versions {
+            let v = self.version(&id).await?;
+            if v.tables.contains_key(table) {
+                snapshots.push((id, self.snapshot_of(&id, &v, table).await?));
+            } else if id == head {
+                // The table's absence at REV itself is the user's error.
+                self.snapshot_of(&id, &v, table).await?;
+            }
+        }
+        let mut views = Vec::new();
+        let mut ntz = false;
+        for (_, s) in &snapshots {
+            let (schema, n) = delta_schema(&s.schema)?;
+            ntz |= n;
+            views.push((self.view_files(s).await?, schema));
+        }
+        let now = crate::repo::now_ms();
+        let table_id = ObjectId::of(format!("{table}@{head}").as_bytes()).to_string();
+        let uuid = format!(
+            "{}-{}-{}-{}-{}",
+            &table_id[..8],
+            &table_id[8..12],
+            &table_id[12..16],
+            &table_id[16..20],
+            &table_id[20..32]
+        );
+        let commits = plan_commits(&views, &protocol(ntz), &uuid, now);
+        let mut out = DeltaExport {
+            dir: dir.display().to_string(),
+            ..Default::default()
+        };
+        self.place_files(&views, dir, &mut out).await?;
+        let log = dir.join("_delta_log");
+        std::fs::create_dir_all(&log).map_err(|e| io_error(&log, e))?;
+        for (n, (actions, (id, s))) in commits.iter().zip(&snapshots).enumerate() {
+            let info = json!({"commitInfo": {
+                "timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"},
+                "engineInfo": concat!("tablepin ", env!("CARGO_PKG_VERSION")),
+                "tablepin": {"version": id, "content_hash": s.content_hash.to_string()},
+            }});
+            let mut text = String::new();
+            for a in std::iter::once(&info).chain(actions) {
+                text.push_str(&a.to_string());
+                text.push('\n');
+            }
+            let path = log.join(format!("{n:020}.json"));
+            std::fs::write(&path, text).map_err(|e| io_error(&path, e))?;
+            out.delta_versions.push(DeltaVersion {
+                delta_version: n as u64,
+                version: *id,
+                rows: s.rows,
+                content_hash: s.content_hash.to_string(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// `head` and its first parents that are still stored, oldest first.
+    async fn first_parents(&self, head: VersionId) -> Result<Vec<VersionId>> {
+        let mut chain = Vec::new();
+        let mut next = Some(head);
+        while let Some(id) = next {
+            match self.version(&id).await {
+                Ok(v) => {
+                    chain.push(id);
+                    next = v.parents.first().copied();
+                }
+                // An expired version ends what the view can show.
+                Err(e) if e.is_missing() => break,
+                Err(e) => return Err(e),
+            }
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+
+    /// A snapshot's files with their deletion vectors in Delta's form.
+    async fn view_files(&self, s: &TableSnapshot) -> Result<Vec<ViewFile>> {
+        let dvs = crate::table::dv::load_many(self.store(), &s.files).await?;
+        s.files
+            .iter()
+            .zip(dvs)
+            .map(|(f, bm)| {
+                Ok(ViewFile {
+                    blob: f.data,
+                    bytes: f.bytes,
+                    rows: f.rows,
+                    dv: bm.as_ref().map(dv_descriptor).transpose()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Puts every data file the view names into `dir/data/`: a hard link
+    /// to the blob when the repository is a folder on the same file system,
+    /// else a copy of its verified bytes.
+    async fn place_files(
+        &self,
+        views: &[(Vec<ViewFile>, String)],
+        dir: &Path,
+        out: &mut DeltaExport,
+    ) -> Result<()> {
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data).map_err(|e| io_error(&data, e))?;
+        let blobs: BTreeMap<ObjectId, PathBuf> = views
+            .iter()
+            .flat_map(|(files, _)| files)
+            .map(|f| (f.blob, dir.join(f.path())))
+            .collect();
+        for (blob, target) in blobs {
+            out.files += 1;
+            if let Some(source) = self.store().local_blob_path(&blob) {
+                if std::fs::hard_link(&source, &target).is_ok() {
+                    out.linked += 1;
+                    continue;
+                }
+            }
+            let bytes = self.store().get_blob(&blob).await?;
+            std::fs::write(&target, &bytes).map_err(|e| io_error(&target, e))?;
+            out.copied += 1;
+            out.bytes_copied += bytes.len() as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::TimeUnit;
+
+    #[test]
+    fn a_deletion_vector_is_delta_s_roaring_array_in_z85() {
+        let bm: RoaringBitmap = [1u32, 3].into_iter().collect();
+        let (text, size, count) = dv_descriptor(&bm).unwrap();
+        assert_eq!(count, 2);
+        let bytes = z85::decode(&text).unwrap();
+        assert_eq!(bytes.len() % 4, 0);
+        assert_eq!(&bytes[..4], &DV_MAGIC.to_le_bytes());
+        assert_eq!(&bytes[4..12], &1u64.to_le_bytes());
+        assert_eq!(&bytes[12..16], &0u32.to_le_bytes());
+        let back = RoaringBitmap::deserialize_from(&bytes[16..size as usize]).unwrap();
+        assert_eq!(back, bm);
+    }
+
+    fn file(n: u8, dv: Option<&[u32]>) -> ViewFile {
+        ViewFile {
+            blob: ObjectId::of(&[n]),
+            bytes: 100,
+            rows: 10,
+            dv: dv.map(|d| dv_descriptor(&d.iter().copied().collect()).unwrap()),
+        }
+    }
+
+    #[test]
+    fn each_commit_removes_what_went_and_adds_what_came() {
+        let schema = "s".to_string();
+        let snapshots = vec![
+            (vec![file(1, None), file(2, None)], schema.clone()),
+            // File 2 gained a deletion vector, file 3 came.
+            (
+                vec![file(1, None), file(2, Some(&[4])), file(3, None)],
+                schema.clone(),
+            ),
+            // File 1 went; a new schema.
+            (vec![file(2, Some(&[4])), file(3, None)], "t".to_string()),
+        ];
+        let commits = plan_commits(&snapshots, &protocol(false), "id", 0);
+        let kinds = |c: &Vec<Value>| -> Vec<String> {
+            c.iter()
+                .map(|a| a.as_object().unwrap().keys().next().unwrap().clone())
+                .collect()
+        };
+        assert_eq!(kinds(&commits[0]), ["protocol", "metaData", "add", "add"]);
+        assert_eq!(kinds(&commits[1]), ["remove", "add", "add"]);
+        assert_eq!(kinds(&commits[2]), ["metaData", "remove"]);
+        let removed = &commits[1][0]["remove"];
+        assert_eq!(removed["path"], file(2, None).path());
+        assert!(removed.get("deletionVector").is_none());
+        let added: Vec<&Value> = commits[1][1..].iter().map(|a| &a["add"]).collect();
+        assert!(added
+            .iter()
+            .any(|a| a["deletionVector"]["cardinality"] == 1));
+        assert_eq!(added[0]["stats"], "{\"numRecords\":10}");
+    }
+
+    #[test]
+    fn a_column_without_a_delta_type_is_named() {
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        ]);
+        let (s, ntz) = delta_schema(&schema).unwrap();
+        assert!(ntz);
+        assert!(s.contains("\"long\"") && s.contains("timestamp_ntz"), "{s}");
+        let bad = Schema::new(vec![Field::new("u", DataType::UInt64, true)]);
+        let err = delta_schema(&bad).unwrap_err().to_string();
+        assert!(err.contains("column 'u'"), "{err}");
+    }
+}
