@@ -44,6 +44,7 @@ from ._types import (
     Ref,
     Replaced,
     Restored,
+    DeltaView,
     TableDiff,
     TableInfo,
     TableState,
@@ -58,7 +59,7 @@ __all__ = [
     "Repo", "Scan", "GcPlan", "ErasePlan", "content_hash",
     "Error", "BadInput", "NotFound", "Conflict", "Damaged", "StorageError", "InternalError",
     "Version", "Change", "LogEntry", "TableState", "VersionInfo", "TableInfo", "Column",
-    "Ref", "Replaced", "Erasure", "TableDiff", "Restored", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
+    "Ref", "Replaced", "Erasure", "TableDiff", "Restored", "DeltaView", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
 ]
 
 
@@ -329,6 +330,16 @@ class Repo:
         """A new version on `branch` whose tables (or `table` only) are those
         of `rev`; no data is copied."""
         return Restored._from(_json.loads(self._repo.restore(rev, table, message, branch)))
+
+    def export_delta(
+        self, rev: str, table: str, path: str | _os.PathLike[str], history: bool = False
+    ) -> DeltaView:
+        """Writes a Delta Lake table of `table` at `rev` into the new folder
+        `path`, for polars (`pl.read_delta`), delta-rs and Spark: its data
+        files are the repository's own (hard-linked), its deletion vectors
+        Delta's. With `history`, one Delta version per version along
+        `rev`'s first parents, oldest first (`version=n` reads the n-th)."""
+        return DeltaView._from(_json.loads(self._repo.export_delta(rev, table, _os.fspath(path), history)))
 
     # History and refs
 

@@ -312,6 +312,25 @@ class TableDiff:
 
 
 @dataclass(frozen=True)
+class DeltaView:
+    """What `Repo.export_delta` wrote: the folder, its Delta versions (each
+    `(delta_version, version, rows, content_hash)`), and how many data files
+    it names, hard-linked to the repository's blobs or copied."""
+
+    dir: str
+    versions: tuple[tuple[int, str, int, str], ...]
+    files: int
+    linked: int
+    copied: int
+    bytes_copied: int
+
+    @classmethod
+    def _from(cls, d: dict[str, Any]) -> DeltaView:
+        versions = tuple((v["delta_version"], v["version"], v["rows"], v["content_hash"]) for v in d["delta_versions"])
+        return cls(d["dir"], versions, d["files"], d["linked"], d["copied"], d["bytes_copied"])
+
+
+@dataclass(frozen=True)
 class Restored:
     """What `Repo.restore` did: the new version (None when the branch had
     those tables already) and what changed, by table."""

@@ -59,6 +59,14 @@ def test_every_version_of_a_history_reads_back_through_delta_rs_and_polars(tmp_p
         assert tablepin.content_hash(got) == out["delta_versions"][n]["content_hash"]
         polars = by_id(pl.read_delta(view, version=n).to_arrow().cast(want.schema))
         assert polars.equals(want), f"Delta version {n} (polars)"
+    # The Python package writes the same view.
+    py = repo.export_delta("main", "sales", tmp_path / "py", history=True)
+    assert [v[1] for v in py.versions] == versions and py.copied == 0
+    for n in (0, 9, 19):
+        same = by_id(pl.read_delta(str(tmp_path / "py"), version=n).to_arrow())
+        assert tablepin.content_hash(same.cast(by_id(repo.read("sales", rev=versions[n])).schema)) == py.versions[n][3]
+    with pytest.raises(tablepin.BadInput, match="is not empty"):
+        repo.export_delta("main", "sales", tmp_path / "py")
     # A data file of the view is the repository's blob itself.
     some = next(os.scandir(tmp_path / "view" / "data"))
     assert os.stat(some.path).st_nlink >= 2

@@ -418,6 +418,25 @@ impl PyRepo {
         json(&run(py, async move { repo.restore(&rev, &opts).await })?)
     }
 
+    /// Writes a Delta Lake view of `table` at `rev` (or, with `history`,
+    /// at each version along its first parents) into the new folder
+    /// `path`; what was written (JSON).
+    #[pyo3(signature = (rev, table, path, history=false))]
+    fn export_delta(
+        &self,
+        py: Python<'_>,
+        rev: String,
+        table: String,
+        path: String,
+        history: bool,
+    ) -> PyResult<String> {
+        let repo = self.repo.clone();
+        json(&run(py, async move {
+            repo.export_delta(&rev, &table, std::path::Path::new(&path), history)
+                .await
+        })?)
+    }
+
     /// A branch's versions, newest first (JSON).
     #[pyo3(signature = (branch, max=None, table=None))]
     fn log(

@@ -112,7 +112,7 @@ pub enum StoreError {
         source: serde_json::Error,
     },
     /// The object store failed.
-    #[error("storage error at {path}: {source}")]
+    #[error("storage error at {path}: {source}{}", remote::hint(source))]
     Io {
         /// The object's path.
         path: String,

@@ -52,6 +52,17 @@ pub fn redacted(location: &str) -> String {
     }
 }
 
+/// The way out of a failure whose cause a user may not see in the store's
+/// words: an S3 client that found no keys in the environment asks the
+/// instance metadata service (169.254.169.254), and reports that failure.
+pub(crate) fn hint(e: &object_store::Error) -> &'static str {
+    if e.to_string().contains("169.254.169.254") {
+        "; no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_REGION), or run where an instance role provides them"
+    } else {
+        ""
+    }
+}
+
 /// Why a remote location could not be opened (the store turns it into
 /// [`crate::StoreError::Location`]).
 pub(crate) type Refusal = String;

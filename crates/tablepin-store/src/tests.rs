@@ -585,3 +585,27 @@ fn the_blob_cache_keeps_to_its_bound() {
     assert_eq!(kept.len(), 2, "{kept:?}");
     assert!(kept.contains(&ObjectId::of(&blobs[4])));
 }
+
+#[test]
+fn a_missing_aws_credential_says_what_to_set() {
+    let e = StoreError::Io {
+        path: "meta/config.json".into(),
+        source: Box::new(object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing PUT http://169.254.169.254/latest/api/token: 403".into(),
+        }),
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        "{text}"
+    );
+    let other = StoreError::Io {
+        path: "x".into(),
+        source: Box::new(object_store::Error::Generic {
+            store: "S3",
+            source: "503".into(),
+        }),
+    };
+    assert!(!other.to_string().contains("AWS_ACCESS_KEY_ID"));
+}
