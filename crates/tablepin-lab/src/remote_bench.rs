@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tablepin::{CommitOptions, Mode, Repo, Store, WriteSettings};
 
+use crate::bench::median;
 use crate::LabError;
 
 /// One store the benchmark runs on.
@@ -25,11 +26,6 @@ struct Setup {
     read_requests: Vec<u64>,
     read_gets: Vec<u64>,
     files: u64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn median_u(v: &[u64]) -> u64 {

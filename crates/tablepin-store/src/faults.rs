@@ -89,7 +89,6 @@ enum Op {
 /// A store wrapper that injects faults by a [`FaultPlan`].
 pub struct Faulty {
     inner: Arc<dyn ObjectStore>,
-    rate: f64,
     schedule: Arc<Schedule>,
 }
 
@@ -104,7 +103,7 @@ struct Schedule {
 
 impl fmt::Debug for Faulty {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Faulty({}, rate {})", self.inner, self.rate)
+        write!(f, "Faulty({}, rate {})", self.inner, self.schedule.rate)
     }
 }
 
@@ -126,7 +125,6 @@ impl Faulty {
     pub fn new(inner: Arc<dyn ObjectStore>, plan: FaultPlan) -> Self {
         Self {
             inner,
-            rate: plan.rate,
             schedule: Arc::new(Schedule {
                 rate: plan.rate,
                 rng: Mutex::new(ChaCha8Rng::seed_from_u64(plan.seed)),

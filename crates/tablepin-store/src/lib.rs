@@ -220,6 +220,10 @@ fn check_blob(id: &ObjectId, actual: ObjectId) -> Result<()> {
     }
 }
 
+/// A blob's bytes as [`Store::read_blob`] gives them, and whether they are
+/// checked against its name already.
+type Read = (Bytes, bool);
+
 /// A stored blob as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobMeta {
@@ -414,10 +418,8 @@ impl Store {
             self.raw.clone(),
             config,
         ));
-        self.counted = counted::Counted::new(self.raw.clone());
-        self.os = Arc::new(self.counted.clone());
-        self.inline_reads = false;
-        self
+        let raw = self.raw.clone();
+        self.through(raw)
     }
 
     /// Puts a fixed list of faults ([`faults::Faulty::scripted`]) before
@@ -429,9 +431,14 @@ impl Store {
 
     fn with_faulty(mut self, faulty: faults::Faulty) -> Self {
         self.faults = Some(faulty.injected());
-        self.counted = counted::Counted::new(Arc::new(faulty));
+        self.through(Arc::new(faulty))
+    }
+
+    /// Sends every request through `wrapper` (around the store), counted.
+    /// Its waits sleep on the runtime, so reads stay on it.
+    fn through(mut self, wrapper: Arc<dyn ObjectStore>) -> Self {
+        self.counted = counted::Counted::new(wrapper);
         self.os = Arc::new(self.counted.clone());
-        // Injected delays sleep on the runtime: reads stay on it.
         self.inline_reads = false;
         self
     }
@@ -590,8 +597,8 @@ impl Store {
 
     /// Reads a blob and checks its bytes against its name.
     pub async fn get_blob(&self, id: &ObjectId) -> Result<Bytes> {
-        let bytes = self.read_blob(id).await?;
-        check_blob(id, ObjectId::of(&bytes))?;
+        let (bytes, checked) = self.read_blob(id, true).await?;
+        self.check_read(id, &bytes, checked, true)?;
         Ok(bytes)
     }
 
@@ -635,8 +642,8 @@ impl Store {
     /// A blob read from the repository (never the local cache) and checked
     /// against its name.
     pub async fn get_stored_blob(&self, id: &ObjectId) -> Result<Bytes> {
-        let bytes = self.get_path(&Self::blob_path(id)).await?;
-        check_blob(id, ObjectId::of(&bytes))?;
+        let (bytes, checked) = self.read_blob(id, false).await?;
+        self.check_read(id, &bytes, checked, false)?;
         Ok(bytes)
     }
 
@@ -653,13 +660,7 @@ impl Store {
     {
         let read = |id: &ObjectId| {
             let id = *id;
-            async move {
-                if cached {
-                    self.read_blob(&id).await
-                } else {
-                    self.get_path(&Self::blob_path(&id)).await
-                }
-            }
+            async move { self.read_blob(&id, cached).await }
         };
         let threads = tablepin_format::threads();
         // A store that answers without a runtime (local folder, memory) is
@@ -669,7 +670,7 @@ impl Store {
         // one thread (where the jobs would run on the caller's runtime
         // thread, one read after another), the blobs are read concurrently
         // first.
-        let fetched: Vec<Option<Bytes>> = if self.inline_reads && threads > 1 && ids.len() > 1 {
+        let fetched: Vec<Option<Read>> = if self.inline_reads && threads > 1 && ids.len() > 1 {
             vec![None; ids.len()]
         } else {
             futures::future::try_join_all(ids.iter().map(read))
@@ -678,18 +679,18 @@ impl Store {
                 .map(Some)
                 .collect()
         };
-        let items: Vec<(usize, &ObjectId, Option<Bytes>)> = ids
+        let items: Vec<(usize, &ObjectId, Option<Read>)> = ids
             .iter()
             .zip(fetched)
             .enumerate()
             .map(|(i, (id, b))| (i, id, b))
             .collect();
-        let job = |(i, id, b): &(usize, &ObjectId, Option<Bytes>)| {
-            let b = match b {
+        let job = |(i, id, b): &(usize, &ObjectId, Option<Read>)| {
+            let (b, checked) = match b {
                 Some(b) => b.clone(),
                 None => futures::executor::block_on(read(id))?,
             };
-            check_blob(id, ObjectId::of(&b))?;
+            self.check_read(id, &b, checked, cached)?;
             f(*i, b)
         };
         match tablepin_format::try_map(threads, &items, job) {
@@ -699,27 +700,36 @@ impl Store {
         }
     }
 
-    /// A blob's bytes as stored, not yet checked against its name: from
-    /// the local cache when it holds a good copy, else from the store (and
-    /// then kept in the cache when they are good).
-    async fn read_blob(&self, id: &ObjectId) -> Result<Bytes> {
-        let Some(cache) = &self.cache else {
-            return self.get_path(&Self::blob_path(id)).await;
-        };
-        match cache.get(id) {
-            Ok(Some(bytes)) => return Ok(bytes),
-            Ok(None) => {}
-            Err(damaged) => self
-                .cache_repairs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(damaged),
+    /// A blob's bytes and whether they are checked against its name
+    /// already: from the local cache when `cached` and it holds a good copy
+    /// (checked, since the cache hashes what it reads), else from the store
+    /// (not yet: [`Store::check_read`] does it, once).
+    async fn read_blob(&self, id: &ObjectId, cached: bool) -> Result<(Bytes, bool)> {
+        if let (true, Some(cache)) = (cached, &self.cache) {
+            match cache.get(id) {
+                Ok(Some(bytes)) => return Ok((bytes, true)),
+                Ok(None) => {}
+                Err(damaged) => self
+                    .cache_repairs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(damaged),
+            }
         }
-        let bytes = self.get_path(&Self::blob_path(id)).await?;
-        if ObjectId::of(&bytes) == *id {
-            cache.put(id, &bytes);
+        Ok((self.get_path(&Self::blob_path(id)).await?, false))
+    }
+
+    /// Checks bytes [`Store::read_blob`] read from the store against their
+    /// name, and keeps good ones in the local cache when `cached`.
+    fn check_read(&self, id: &ObjectId, bytes: &Bytes, checked: bool, cached: bool) -> Result<()> {
+        if checked {
+            return Ok(());
         }
-        Ok(bytes)
+        check_blob(id, ObjectId::of(bytes))?;
+        if let (true, Some(cache)) = (cached, &self.cache) {
+            cache.put(id, bytes);
+        }
+        Ok(())
     }
 
     /// True when the blob is stored.

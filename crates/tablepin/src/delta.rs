@@ -22,7 +22,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use roaring::RoaringBitmap;
 use serde::Serialize;
 use serde_json::{json, Value};
-use tablepin_format::{ObjectId, TableSnapshot, VersionId};
+use tablepin_format::{ObjectId, TableSnapshot, Version, VersionId};
 
 use crate::error::{Error, Result};
 use crate::repo::Repo;
@@ -253,11 +253,10 @@ impl Repo {
         let versions = if history {
             self.first_parents(head).await?
         } else {
-            vec![head]
+            vec![(head, self.version(&head).await?)]
         };
         let mut snapshots: Vec<(VersionId, TableSnapshot)> = Vec::new();
-        for id in versions {
-            let v = self.version(&id).await?;
+        for (id, v) in versions {
             if v.tables.contains_key(table) {
                 snapshots.push((id, self.snapshot_of(&id, &v, table).await?));
             } else if id == head {
@@ -267,10 +266,12 @@ impl Repo {
         }
         let mut views = Vec::new();
         let mut ntz = false;
+        // Deletion-vector packs read once, whichever snapshots share them.
+        let mut packs = crate::table::dv::Known::new();
         for (_, s) in &snapshots {
             let (schema, n) = delta_schema(&s.schema)?;
             ntz |= n;
-            views.push((self.view_files(s).await?, schema));
+            views.push((self.view_files(s, &mut packs).await?, schema));
         }
         let now = crate::repo::now_ms();
         let table_id = ObjectId::of(format!("{table}@{head}").as_bytes()).to_string();
@@ -313,15 +314,16 @@ impl Repo {
         Ok(out)
     }
 
-    /// `head` and its first parents that are still stored, oldest first.
-    async fn first_parents(&self, head: VersionId) -> Result<Vec<VersionId>> {
+    /// `head` and its first parents that are still stored, with their
+    /// records, oldest first.
+    async fn first_parents(&self, head: VersionId) -> Result<Vec<(VersionId, Version)>> {
         let mut chain = Vec::new();
         let mut next = Some(head);
         while let Some(id) = next {
             match self.version(&id).await {
                 Ok(v) => {
-                    chain.push(id);
                     next = v.parents.first().copied();
+                    chain.push((id, v));
                 }
                 // An expired version ends what the view can show.
                 Err(e) if e.is_missing() => break,
@@ -333,8 +335,12 @@ impl Repo {
     }
 
     /// A snapshot's files with their deletion vectors in Delta's form.
-    async fn view_files(&self, s: &TableSnapshot) -> Result<Vec<ViewFile>> {
-        let dvs = crate::table::dv::load_many(self.store(), &s.files).await?;
+    async fn view_files(
+        &self,
+        s: &TableSnapshot,
+        packs: &mut crate::table::dv::Known,
+    ) -> Result<Vec<ViewFile>> {
+        let dvs = crate::table::dv::load_with(self.store(), &s.files, packs).await?;
         s.files
             .iter()
             .zip(dvs)

@@ -122,8 +122,10 @@ pub(crate) async fn unshared(
     old: &TableSnapshot,
     new: &TableSnapshot,
 ) -> Result<Unshared> {
-    let old_dvs = dv::load_many(store, &old.files).await?;
-    let new_dvs = dv::load_many(store, &new.files).await?;
+    // A pack both versions name is read once.
+    let mut packs = dv::Known::new();
+    let old_dvs = dv::load_with(store, &old.files, &mut packs).await?;
+    let new_dvs = dv::load_with(store, &new.files, &mut packs).await?;
     let (jobs, files_shared) = jobs(old, &old_dvs, new, &new_dvs);
     let (old_schema, new_schema) = (schema_of(old), schema_of(new));
     let ids: Vec<ObjectId> = jobs.iter().map(|j| j.blob).collect();
