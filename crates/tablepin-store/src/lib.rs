@@ -310,6 +310,23 @@ fn is_temporary_name(name: &str) -> bool {
         .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// The leftover a temporary file of a listing is, or `None` when it is
+/// gone by the time it is looked at: a write in flight when the folder was
+/// listed has since linked its file into place and removed the temporary
+/// one, which is no leftover and no failure.
+fn leftover_at(file: &std::path::Path, path: String) -> std::io::Result<Option<Leftover>> {
+    let meta = match std::fs::metadata(file) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(Some(Leftover {
+        path,
+        size: meta.len(),
+        last_modified: meta.modified()?.into(),
+    }))
+}
+
 /// The folder name a local repository lives in.
 pub const LOCAL_DIR: &str = ".tablepin";
 
@@ -793,20 +810,22 @@ impl Store {
             if !dir.path().is_dir() {
                 continue;
             }
-            let files = std::fs::read_dir(dir.path()).map_err(|e| fail(&dir.path(), e))?;
+            let files = match std::fs::read_dir(dir.path()) {
+                Ok(f) => f,
+                // Removed since the listing (gc drops empty folders).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(fail(&dir.path(), e)),
+            };
             for f in files {
                 let f = f.map_err(|e| fail(&dir.path(), e))?;
                 let name = f.file_name().to_string_lossy().into_owned();
                 if !is_temporary_name(&name) {
                     continue;
                 }
-                let meta = f.metadata().map_err(|e| fail(&f.path(), e))?;
-                let modified = meta.modified().map_err(|e| fail(&f.path(), e))?;
-                out.push(Leftover {
-                    path: format!("objects/{}/{name}", dir.file_name().to_string_lossy()),
-                    size: meta.len(),
-                    last_modified: modified.into(),
-                });
+                let path = format!("objects/{}/{name}", dir.file_name().to_string_lossy());
+                if let Some(l) = leftover_at(&f.path(), path).map_err(|e| fail(&f.path(), e))? {
+                    out.push(l);
+                }
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));

@@ -609,3 +609,21 @@ fn a_missing_aws_credential_says_what_to_set() {
     };
     assert!(!other.to_string().contains("AWS_ACCESS_KEY_ID"));
 }
+
+/// gc failed in a race (CI, `erasures_racing…`): a write in flight when
+/// `objects/` was listed linked its `NAME#N` file into place and removed
+/// it before it was looked at, and the vanished file was reported as a
+/// storage error. It is no leftover.
+#[test]
+fn a_temporary_file_gone_since_the_listing_is_no_leftover() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("ab#1");
+    assert!(leftover_at(&gone, "objects/ab/cd#1".into())
+        .unwrap()
+        .is_none());
+    std::fs::write(&gone, b"half").unwrap();
+    let l = leftover_at(&gone, "objects/ab/cd#1".into())
+        .unwrap()
+        .unwrap();
+    assert_eq!((l.path.as_str(), l.size), ("objects/ab/cd#1", 4));
+}
