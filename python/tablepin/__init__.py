@@ -335,9 +335,10 @@ class Repo:
         self, rev: str, table: str, path: str | _os.PathLike[str], history: bool = False
     ) -> DeltaView:
         """Writes a Delta Lake table of `table` at `rev` into the new folder
-        `path`, for polars (`pl.read_delta`), delta-rs and Spark: its data
-        files are the repository's own (hard-linked), its deletion vectors
-        Delta's. With `history`, one Delta version per version along
+        `path` (or under a bucket URL, `s3://…`, where nothing is yet), for
+        polars (`pl.read_delta`), delta-rs and Spark: its data files are the
+        repository's own (hard-linked; copied into a bucket), its deletion
+        vectors Delta's. With `history`, one Delta version per version along
         `rev`'s first parents, oldest first (`version=n` reads the n-th)."""
         return DeltaView._from(_json.loads(self._repo.export_delta(rev, table, _os.fspath(path), history)))
 

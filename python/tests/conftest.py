@@ -4,6 +4,7 @@ made (TABLEPIN_BIN), and a runner for it."""
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -24,3 +25,21 @@ def cli(cwd, *args, ok=True):
 def repo_dir(tmp_path):
     """An empty folder to make a repository in."""
     return tmp_path
+
+
+def s3_location(name):
+    """A fresh prefix in the S3 test server's bucket (scripts/test.sh starts
+    moto and sets TABLEPIN_TEST_S3); skipped elsewhere, failed in CI."""
+    base = os.environ.get("TABLEPIN_TEST_S3")
+    if not base:
+        if os.environ.get("CI"):
+            pytest.fail("TABLEPIN_TEST_S3 is not set: run scripts/test.sh, which starts the S3 test server")
+        pytest.skip("TABLEPIN_TEST_S3 is not set (scripts/test.sh sets it)")
+    return f"{base}/{name}-{time.time_ns()}"
+
+
+def s3_options():
+    """The S3 test server's endpoint and keys, as delta-rs and polars take
+    them (`storage_options`)."""
+    keys = ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
+    return {**{k: os.environ[k] for k in keys}, "AWS_ALLOW_HTTP": "true"}

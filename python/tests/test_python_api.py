@@ -16,7 +16,7 @@ import pyarrow.ipc as ipc
 import pytest
 
 import tablepin
-from conftest import cli
+from conftest import cli, s3_location
 from test_export_types import golden, same
 
 
@@ -341,17 +341,6 @@ def test_erase_and_gc_mistakes_name_this_package_s_arguments(tmp_path):
         repo.erase("sales", "id = 1", reason=" ")
     with pytest.raises(tablepin.BadInput, match="use keep_last=1 or more"):
         repo.gc(keep_last=0)
-
-
-def s3_location(name):
-    """A fresh prefix in the S3 test server's bucket (scripts/test.sh starts
-    moto and sets TABLEPIN_TEST_S3); skipped elsewhere, failed in CI."""
-    base = os.environ.get("TABLEPIN_TEST_S3")
-    if not base:
-        if os.environ.get("CI"):
-            pytest.fail("TABLEPIN_TEST_S3 is not set: run scripts/test.sh, which starts the S3 test server")
-        pytest.skip("TABLEPIN_TEST_S3 is not set (scripts/test.sh sets it)")
-    return f"{base}/{name}-{time.time_ns()}"
 
 
 def test_a_repository_in_a_bucket_from_python_and_the_cli(tmp_path, monkeypatch):

@@ -456,7 +456,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
     let v = repo.version(&id).await?;
     let mut tables = Vec::new();
     for name in v.tables.keys() {
-        let s = repo.snapshot(&id, name).await?;
+        let s = repo.snapshot_of(&id, &v, name).await?;
         tables.push((name.clone(), s));
     }
     if json_out {
@@ -656,17 +656,28 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
         }
     }
     check_output("export to", &a.output)?;
-    let read = scan_rev(repo, &a.rev, &a.table, &Default::default()).await?;
-    tablepin::files::write_table_file(&a.output, &read.schema, &read.batches)?;
+    // Streamed: the rows go to the file as they are read, never all held.
+    let (mut read, replaced) = repo
+        .scan_stream(&a.rev, &a.table, &Default::default())
+        .await?;
+    if let Some(r) = &replaced {
+        eprintln!("note: {}", replaced_text(r));
+    }
+    let mut file = tablepin::files::TableFileWriter::create(&a.output, &read.schema)?;
+    while let Some(batch) = read.next_batch().await {
+        file.write(&batch?)?;
+    }
+    file.finish()?;
+    let rows = read.stats().rows;
     if json_out {
         output::json(&json!({
-            "version": read.version, "table": a.table, "rows": read.stats.rows,
+            "version": read.version, "table": a.table, "rows": rows,
             "content_hash": read.snapshot.content_hash, "output": a.output,
         }))?;
     } else {
         outln!(
             "Wrote {} rows of '{}' at {} to {} (content hash {})",
-            read.stats.rows,
+            rows,
             a.table,
             read.version.short(12),
             a.output,
@@ -677,8 +688,9 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
 }
 
 async fn export_delta(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> {
-    let dir = std::path::Path::new(&a.output);
-    let out = repo.export_delta(&a.rev, &a.table, dir, a.history).await?;
+    let out = repo
+        .export_delta(&a.rev, &a.table, &a.output, a.history)
+        .await?;
     if json_out {
         output::json(&out)?;
     } else {

@@ -294,6 +294,26 @@ fn a_damaged_blob_is_named_and_nothing_panics() {
         cat.stderr
     );
     assert!(!cat.stderr.contains("panicked"));
+    // export streams its rows to the file: a damaged blob found on the
+    // way leaves no file, and a file that was there as it was.
+    for out in ["new.csv", "old.parquet"] {
+        let path = p.file(out);
+        if out == "old.parquet" {
+            std::fs::write(&path, b"what was there").unwrap();
+        }
+        let export = p.run(&["export", "main", "sales", "-o", path.to_str().unwrap()]);
+        export.fails(5, &format!("blob {blob} is damaged"));
+        match out {
+            "new.csv" => assert!(!path.exists(), "a half-written {out} was left"),
+            _ => assert_eq!(std::fs::read(&path).unwrap(), b"what was there"),
+        }
+        let left: Vec<_> = std::fs::read_dir(p.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("partial"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
 
 #[test]

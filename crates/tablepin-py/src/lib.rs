@@ -432,8 +432,7 @@ impl PyRepo {
     ) -> PyResult<String> {
         let repo = self.repo.clone();
         json(&run(py, async move {
-            repo.export_delta(&rev, &table, std::path::Path::new(&path), history)
-                .await
+            repo.export_delta(&rev, &table, &path, history).await
         })?)
     }
 
@@ -461,7 +460,7 @@ impl PyRepo {
             let v = repo.version(&id).await?;
             let mut tables = Vec::new();
             for name in v.tables.keys() {
-                let s = repo.snapshot(&id, name).await?;
+                let s = repo.snapshot_of(&id, &v, name).await?;
                 tables.push(serde_json::json!({
                     "table": name, "rows": s.rows, "content_hash": s.content_hash, "key": s.key,
                     "columns": s.schema.fields().iter().map(|f| serde_json::json!({

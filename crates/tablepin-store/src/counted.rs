@@ -40,6 +40,9 @@ pub struct RequestCounts {
     pub bytes_read: u64,
     /// Bytes sent by PUTs.
     pub bytes_written: u64,
+    /// GETs of what this store had already read (the same object, the same
+    /// range): a command should ask once for what it holds.
+    pub repeated: u64,
 }
 
 impl RequestCounts {
@@ -59,6 +62,7 @@ impl RequestCounts {
             copy: self.copy - earlier.copy,
             bytes_read: self.bytes_read - earlier.bytes_read,
             bytes_written: self.bytes_written - earlier.bytes_written,
+            repeated: self.repeated - earlier.repeated,
         }
     }
 }
@@ -67,10 +71,11 @@ impl fmt::Display for RequestCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} requests: {} GET ({} bytes), {} HEAD, {} PUT ({} bytes), {} LIST, {} DELETE, {} COPY",
+            "{} requests: {} GET ({} bytes, {} of them repeated), {} HEAD, {} PUT ({} bytes), {} LIST, {} DELETE, {} COPY",
             self.total(),
             self.get,
             self.bytes_read,
+            self.repeated,
             self.head,
             self.put,
             self.bytes_written,
@@ -91,6 +96,9 @@ struct Counters {
     copy: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
+    repeated: AtomicU64,
+    /// What was read: each object and range.
+    read: std::sync::Mutex<std::collections::HashSet<(Path, String)>>,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -126,6 +134,7 @@ impl Counted {
             copy: get(&c.copy),
             bytes_read: get(&c.bytes_read),
             bytes_written: get(&c.bytes_written),
+            repeated: get(&c.repeated),
         }
     }
 
@@ -184,6 +193,12 @@ impl ObjectStore for Counted {
             add(&self.counters.head, 1);
         } else {
             add(&self.counters.get, 1);
+            let what = (location.clone(), format!("{:?}", options.range));
+            if let Ok(mut read) = self.counters.read.lock() {
+                if !read.insert(what) {
+                    add(&self.counters.repeated, 1);
+                }
+            }
         }
         let got = self.inner.get_opts(location, options).await?;
         add(&self.counters.bytes_read, got.range.end - got.range.start);

@@ -15,10 +15,12 @@
 //! - small documents (tombstones, audit records, the repository's config) are
 //!   plain JSON beside them, also written put-if-absent.
 //!
-//! - a ref's head is found from a hint (`heads/branches/main`, an entry
-//!   number written at every 100th entry, overwritten freely) and a
-//!   listing of the entries after it, so it costs three requests however
-//!   long the log is; the hint is never trusted further than that listing;
+//! - a ref's head is found from one page of its log's listing and a read
+//!   of the newest entry; a log longer than a page also reads a hint
+//!   (`heads/branches/main`, an entry number written at every 100th entry,
+//!   overwritten freely) and lists the entries after it, so it costs four
+//!   requests however long the log is; the hint is never trusted further
+//!   than that listing;
 //! - a request that fails for a reason that may pass (a server error,
 //!   throttling, a timeout, a short read) is tried again a few times; a
 //!   put-if-absent whose earlier attempt may have landed recognises its own
@@ -335,7 +337,12 @@ pub const LOCAL_DIR: &str = ".tablepin";
 const PROBE_FIRST_BYTES: usize = 1 << 20;
 
 /// A ref's hint is written at every this many-th entry (see `append_ref`).
+/// It is read only for a log longer than [`REF_PAGE`] entries.
 const HINT_EVERY: u64 = 100;
+
+/// Entries of a ref's log listed before its hint is needed: the page of an
+/// S3 or GCS listing (Azure's holds 5,000).
+const REF_PAGE: usize = 1000;
 
 /// Small objects (ref entries) read at once when a command reads many.
 const CONCURRENT_READS: usize = 16;
@@ -385,6 +392,24 @@ impl Store {
         // never waits.
         store.inline_reads = true;
         Ok(store)
+    }
+
+    /// The object store at a bucket URL (`s3://`, `gs://`, `az://`, under
+    /// the URL's path), opened as a repository's is, for files that are
+    /// not a repository's (a Delta view); `None` for any other location.
+    pub fn bucket(location: &str) -> Result<Option<Arc<dyn ObjectStore>>> {
+        let Some(scheme) = location.split_once("://").map(|s| s.0) else {
+            return Ok(None);
+        };
+        let Some(backend) = remote::Backend::of_scheme(scheme) else {
+            return Ok(None);
+        };
+        let err = |reason: String| StoreError::Location {
+            location: remote::redacted(location),
+            reason,
+        };
+        let url = url::Url::parse(location).map_err(|e| err(e.to_string()))?;
+        remote::open(&url, backend).map(Some).map_err(err)
     }
 
     /// Wraps any object store. It must honour put-if-absent
@@ -958,10 +983,30 @@ impl Store {
         }
     }
 
-    /// A ref's newest entry, if the ref has any: the hint, the entries
-    /// listed after it, and the newest of them read (three requests, however
-    /// long the log). A hint whose entry is missing is ignored.
+    /// A ref's newest entry, if the ref has any. A log that fits in one
+    /// page of a listing ([`REF_PAGE`] entries: every log but one of
+    /// decades of weekly commits) costs a listing and a read; a longer one,
+    /// the start of that listing, the hint, the entries listed after it,
+    /// and the newest of them read (four requests, however long the log).
+    /// A hint whose entry is missing is ignored.
     pub async fn ref_head(&self, kind: RefKind, name: &str) -> Result<Option<RefEntry>> {
+        let prefix = Path::from(Self::ref_dir(kind, name));
+        // At most one page: a log shorter than that is listed whole, in
+        // whatever order the store lists it.
+        let first: Vec<object_store::ObjectMeta> =
+            retried(|_| self.os.list(Some(&prefix)).take(REF_PAGE).try_collect())
+                .await
+                .map_err(|e| io(&prefix, e))?;
+        if first.len() < REF_PAGE {
+            let newest = first
+                .iter()
+                .filter_map(|m| m.location.filename()?.parse::<u64>().ok())
+                .max();
+            return match newest {
+                Some(seq) => self.get_ref_entry(kind, name, seq).await.map(Some),
+                None => Ok(None),
+            };
+        }
         let hint = self.ref_hint(kind, name).await?;
         let newer = self.ref_seqs_after(kind, name, hint).await?;
         let Some(seq) = newer.last().copied().or(hint) else {

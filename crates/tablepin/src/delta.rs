@@ -6,7 +6,8 @@
 //!
 //! The files are hard-linked into the view's `data/` folder when the
 //! repository is a local folder on the same file system (no byte copied),
-//! and copied otherwise. Absolute URIs in `add.path`, which would spare the
+//! and copied otherwise, as they are into a view in a bucket (`s3://`,
+//! `gs://`, `az://`), whose log entries are created put-if-absent. Absolute URIs in `add.path`, which would spare the
 //! links, are read by delta-rs as paths inside the table (it looked for
 //! `/view/file:/repo/…`), so the view links instead. A view is a copy of
 //! the rows as far as erasure goes: erasing rows from the repository does
@@ -17,6 +18,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutMode, PutOptions};
 
 use arrow::datatypes::{DataType, Field, Schema};
 use roaring::RoaringBitmap;
@@ -227,26 +233,24 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
 }
 
 impl Repo {
-    /// Writes a Delta Lake view of `table` at `rev` into the folder `dir`
-    /// (which must not exist, or be empty): one Delta version, or with
-    /// `history` one per version along `rev`'s first parents, oldest first,
-    /// so that Delta's `VERSION AS OF n` reaches the n-th of them.
+    /// Writes a Delta Lake view of `table` at `rev` at `location`: a folder
+    /// (which must not exist, or be empty) or a bucket URL (`s3://…`,
+    /// `gs://…`, `az://…`, under which nothing may be yet): one Delta
+    /// version, or with `history` one per version along `rev`'s first
+    /// parents, oldest first, so that Delta's `VERSION AS OF n` reaches the
+    /// n-th of them.
     pub async fn export_delta(
         &self,
         rev: &str,
         table: &str,
-        dir: &Path,
+        location: &str,
         history: bool,
     ) -> Result<DeltaExport> {
-        let empty = match std::fs::read_dir(dir) {
-            Ok(mut d) => d.next().is_none(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => return Err(io_error(dir, e)),
-        };
-        if !empty {
+        let dest = Dest::open(location)?;
+        if !dest.is_empty().await? {
             return Err(Error::InvalidArgument(format!(
                 "{} is not empty; a Delta view needs a new folder",
-                dir.display()
+                dest.name()
             )));
         }
         let head = self.resolve(rev).await?;
@@ -285,12 +289,10 @@ impl Repo {
         );
         let commits = plan_commits(&views, &protocol(ntz), &uuid, now);
         let mut out = DeltaExport {
-            dir: dir.display().to_string(),
+            dir: dest.name(),
             ..Default::default()
         };
-        self.place_files(&views, dir, &mut out).await?;
-        let log = dir.join("_delta_log");
-        std::fs::create_dir_all(&log).map_err(|e| io_error(&log, e))?;
+        self.place_files(&views, &dest, &mut out).await?;
         for (n, (actions, (id, s))) in commits.iter().zip(&snapshots).enumerate() {
             let info = json!({"commitInfo": {
                 "timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"},
@@ -302,8 +304,8 @@ impl Repo {
                 text.push_str(&a.to_string());
                 text.push('\n');
             }
-            let path = log.join(format!("{n:020}.json"));
-            std::fs::write(&path, text).map_err(|e| io_error(&path, e))?;
+            dest.put(&format!("_delta_log/{n:020}.json"), text.into())
+                .await?;
             out.delta_versions.push(DeltaVersion {
                 delta_version: n as u64,
                 version: *id,
@@ -355,36 +357,114 @@ impl Repo {
             .collect()
     }
 
-    /// Puts every data file the view names into `dir/data/`: a hard link
-    /// to the blob when the repository is a folder on the same file system,
-    /// else a copy of its verified bytes.
+    /// Puts every data file the view names into the view's `data/`: a
+    /// hard link to the blob when the repository and the view are folders
+    /// on one file system, else a copy of its verified bytes.
     async fn place_files(
         &self,
         views: &[(Vec<ViewFile>, String)],
-        dir: &Path,
+        dest: &Dest,
         out: &mut DeltaExport,
     ) -> Result<()> {
-        let data = dir.join("data");
-        std::fs::create_dir_all(&data).map_err(|e| io_error(&data, e))?;
-        let blobs: BTreeMap<ObjectId, PathBuf> = views
+        let blobs: BTreeMap<ObjectId, String> = views
             .iter()
             .flat_map(|(files, _)| files)
-            .map(|f| (f.blob, dir.join(f.path())))
+            .map(|f| (f.blob, f.path()))
             .collect();
         for (blob, target) in blobs {
             out.files += 1;
-            if let Some(source) = self.store().local_blob_path(&blob) {
+            if let (Some(source), Dest::Folder(dir)) = (self.store().local_blob_path(&blob), dest) {
+                let target = dir.join(&target);
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+                }
                 if std::fs::hard_link(&source, &target).is_ok() {
                     out.linked += 1;
                     continue;
                 }
             }
             let bytes = self.store().get_blob(&blob).await?;
-            std::fs::write(&target, &bytes).map_err(|e| io_error(&target, e))?;
-            out.copied += 1;
             out.bytes_copied += bytes.len() as u64;
+            dest.put(&target, bytes).await?;
+            out.copied += 1;
         }
         Ok(())
+    }
+}
+
+/// Where a view is written: a local folder or a bucket.
+enum Dest {
+    Folder(PathBuf),
+    Bucket {
+        store: Arc<dyn ObjectStore>,
+        url: String,
+    },
+}
+
+impl Dest {
+    fn open(location: &str) -> Result<Self> {
+        Ok(match tablepin_store::Store::bucket(location)? {
+            Some(store) => Dest::Bucket {
+                store,
+                url: tablepin_store::remote::redacted(location),
+            },
+            None => Dest::Folder(PathBuf::from(location)),
+        })
+    }
+
+    /// The location as it may be printed.
+    fn name(&self) -> String {
+        match self {
+            Dest::Folder(dir) => dir.display().to_string(),
+            Dest::Bucket { url, .. } => url.clone(),
+        }
+    }
+
+    async fn is_empty(&self) -> Result<bool> {
+        match self {
+            Dest::Folder(dir) => match std::fs::read_dir(dir) {
+                Ok(mut d) => Ok(d.next().is_none()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+                Err(e) => Err(io_error(dir, e)),
+            },
+            Dest::Bucket { store, url } => match store.list(None).next().await {
+                None => Ok(true),
+                Some(Ok(_)) => Ok(false),
+                Some(Err(e)) => Err(bucket_error(url, "", e)),
+            },
+        }
+    }
+
+    /// Writes a new file (a bucket's put-if-absent: a log entry is never
+    /// replaced, as Delta's writers require).
+    async fn put(&self, rel: &str, bytes: bytes::Bytes) -> Result<()> {
+        match self {
+            Dest::Folder(dir) => {
+                let path = dir.join(rel);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+                }
+                std::fs::write(&path, &bytes).map_err(|e| io_error(&path, e))
+            }
+            Dest::Bucket { store, url } => {
+                let opts = PutOptions {
+                    mode: PutMode::Create,
+                    ..Default::default()
+                };
+                store
+                    .put_opts(&ObjectPath::from(rel), bytes.into(), opts)
+                    .await
+                    .map(drop)
+                    .map_err(|e| bucket_error(url, rel, e))
+            }
+        }
+    }
+}
+
+fn bucket_error(url: &str, rel: &str, e: object_store::Error) -> Error {
+    Error::Output {
+        path: format!("{}/{rel}", url.trim_end_matches('/')),
+        message: e.to_string(),
     }
 }
 

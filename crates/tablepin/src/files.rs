@@ -310,50 +310,136 @@ fn parquet_schema(schema: &SchemaRef) -> SchemaRef {
 
 /// Writes batches to a file whose extension names the format.
 pub fn write_table_file(path: &str, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<()> {
-    let err = |message: String| Error::Output {
-        path: path.to_string(),
-        message,
-    };
-    let format = FileFormat::from_path(path)
-        .map_err(|_| err("unknown file type; name it .parquet, .csv, .arrow or .feather".into()))?;
-    let file = File::create(path).map_err(|e| err(e.to_string()))?;
-    let w = std::io::BufWriter::new(file);
-    match format {
-        FileFormat::Parquet => {
-            // Written for every reader, as pyarrow writes: Parquet has no
-            // timestamp in seconds (pyarrow and pandas read one back as a
-            // bare integer), so those become milliseconds, and the other
-            // types without a Parquet twin (Date64) are coerced.
-            let schema = parquet_schema(schema);
-            let props = parquet::file::properties::WriterProperties::builder()
-                .set_coerce_types(true)
-                .build();
-            let mut writer = parquet::arrow::ArrowWriter::try_new(w, schema.clone(), Some(props))
-                .map_err(|e| err(e.to_string()))?;
-            for b in batches {
-                let b = if b.schema() == schema {
+    let mut w = TableFileWriter::create(path, schema)?;
+    for b in batches {
+        w.write(b)?;
+    }
+    w.finish()
+}
+
+/// A table file written a batch at a time. The rows go to a temporary file
+/// beside `path`, which [`TableFileWriter::finish`] renames to `path`: a
+/// write that fails or is dropped half-way leaves no file, and does not
+/// touch a file that was there.
+pub struct TableFileWriter {
+    path: String,
+    partial: std::path::PathBuf,
+    schema: SchemaRef,
+    writer: Option<Writer>,
+}
+
+enum Writer {
+    Parquet(parquet::arrow::ArrowWriter<std::io::BufWriter<File>>),
+    Csv(arrow::csv::Writer<std::io::BufWriter<File>>),
+    Ipc(arrow::ipc::writer::FileWriter<std::io::BufWriter<File>>),
+}
+
+impl TableFileWriter {
+    /// Starts a file whose extension names the format (.parquet, .csv,
+    /// .arrow or .feather).
+    pub fn create(path: &str, schema: &SchemaRef) -> Result<Self> {
+        let err = output_error(path);
+        let format = FileFormat::from_path(path).map_err(|_| {
+            err("unknown file type; name it .parquet, .csv, .arrow or .feather".into())
+        })?;
+        let target = Path::new(path);
+        let name = target
+            .file_name()
+            .ok_or_else(|| err("it names no file".into()))?;
+        let partial = target.with_file_name(format!(
+            ".{}.partial-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file = File::create(&partial).map_err(|e| err(e.to_string()))?;
+        let w = std::io::BufWriter::new(file);
+        let mut schema = schema.clone();
+        let writer = match format {
+            FileFormat::Parquet => {
+                // Written for every reader, as pyarrow writes: Parquet has no
+                // timestamp in seconds (pyarrow and pandas read one back as a
+                // bare integer), so those become milliseconds, and the other
+                // types without a Parquet twin (Date64) are coerced.
+                schema = parquet_schema(&schema);
+                let props = parquet::file::properties::WriterProperties::builder()
+                    .set_coerce_types(true)
+                    .build();
+                parquet::arrow::ArrowWriter::try_new(w, schema.clone(), Some(props))
+                    .map(Writer::Parquet)
+                    .map_err(|e| err(e.to_string()))
+            }
+            FileFormat::Csv => Ok(Writer::Csv(
+                arrow::csv::WriterBuilder::new().with_header(true).build(w),
+            )),
+            FileFormat::Ipc => arrow::ipc::writer::FileWriter::try_new(w, &schema)
+                .map(Writer::Ipc)
+                .map_err(|e| err(e.to_string())),
+        };
+        let writer = match writer {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            path: path.to_string(),
+            partial,
+            schema,
+            writer: Some(writer),
+        })
+    }
+
+    /// Writes a batch of the schema the file was created with.
+    pub fn write(&mut self, b: &RecordBatch) -> Result<()> {
+        let err = output_error(&self.path);
+        match &mut self.writer {
+            Some(Writer::Parquet(w)) => {
+                let b = if b.schema() == self.schema {
                     b.clone()
                 } else {
-                    crate::table::types::conform(b, &schema).map_err(&err)?
+                    crate::table::types::conform(b, &self.schema).map_err(&err)?
                 };
-                writer.write(&b).map_err(|e| err(e.to_string()))?;
+                w.write(&b).map_err(|e| err(e.to_string()))
             }
-            writer.close().map_err(|e| err(e.to_string()))?;
-        }
-        FileFormat::Csv => {
-            let mut writer = arrow::csv::WriterBuilder::new().with_header(true).build(w);
-            for b in batches {
-                writer.write(b).map_err(|e| err(e.to_string()))?;
-            }
-        }
-        FileFormat::Ipc => {
-            let mut writer = arrow::ipc::writer::FileWriter::try_new(w, schema)
-                .map_err(|e| err(e.to_string()))?;
-            for b in batches {
-                writer.write(b).map_err(|e| err(e.to_string()))?;
-            }
-            writer.finish().map_err(|e| err(e.to_string()))?;
+            Some(Writer::Csv(w)) => w.write(b).map_err(|e| err(e.to_string())),
+            Some(Writer::Ipc(w)) => w.write(b).map_err(|e| err(e.to_string())),
+            None => Err(Error::Internal(format!(
+                "'{}' was written to after it was finished",
+                self.path
+            ))),
         }
     }
-    Ok(())
+
+    /// Ends the file and puts it at its path.
+    pub fn finish(mut self) -> Result<()> {
+        let err = output_error(&self.path);
+        let buffered = match self.writer.take() {
+            Some(Writer::Parquet(w)) => w.into_inner().map_err(|e| err(e.to_string()))?,
+            Some(Writer::Csv(w)) => w.into_inner(),
+            Some(Writer::Ipc(mut w)) => {
+                w.finish().map_err(|e| err(e.to_string()))?;
+                w.into_inner().map_err(|e| err(e.to_string()))?
+            }
+            None => return Ok(()),
+        };
+        // Flushed here, so a failing disk is an error, not a short file.
+        let file = buffered.into_inner().map_err(|e| err(e.to_string()))?;
+        file.sync_all().map_err(|e| err(e.to_string()))?;
+        std::fs::rename(&self.partial, &self.path).map_err(|e| err(e.to_string()))
+    }
+}
+
+impl Drop for TableFileWriter {
+    fn drop(&mut self) {
+        // Not finished (a failure or a drop half-way), or already renamed.
+        let _ = std::fs::remove_file(&self.partial);
+    }
+}
+
+fn output_error(path: &str) -> impl Fn(String) -> Error + '_ {
+    move |message| Error::Output {
+        path: path.to_string(),
+        message,
+    }
 }

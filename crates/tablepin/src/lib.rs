@@ -61,7 +61,7 @@ pub use repo::{
     check_name, CommitOptions, CommitOutcome, CommitResult, Diff, EraseOptions, ErasePlan,
     EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry, LogOptions, NoProgress,
     Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, TableDiff,
-    TableRead, DEFAULT_BRANCH,
+    TableRead, TableStream, DEFAULT_BRANCH,
 };
 pub use table::plan::Mode;
 pub use table::{ReadStats, ScanOptions, WriteSettings};

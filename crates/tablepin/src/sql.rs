@@ -12,10 +12,12 @@
 //! ```
 //!
 //! Each (table, revision) is a [`VersionTable`], a DataFusion
-//! `TableProvider` that decodes only the columns a query reads, evaluates
-//! the query's row filters while reading (DataFusion evaluates them again
-//! on what it gets, so a filter it cannot push is still right), stops at a
-//! limit, and verifies every blob it reads against its name.
+//! `TableProvider` that streams the version's files, decodes only the
+//! columns a query reads, skips the files (by key range) and pages (by the
+//! page index) its row filters rule out, evaluates those filters while
+//! reading (DataFusion evaluates them again on what it gets, so a filter
+//! it cannot push is still right), stops at a limit, and verifies every
+//! blob it reads against its name.
 
 use std::sync::{Arc, Mutex};
 
@@ -25,14 +27,17 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, TableReference};
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::TableType;
 use datafusion::error::DataFusionError;
 use datafusion::execution::context::SQLOptions;
+use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
+use futures::StreamExt;
 use serde::Serialize;
 use tablepin_format::{TableSnapshot, VersionId};
 use tablepin_store::Store;
@@ -40,11 +45,13 @@ use tablepin_store::Store;
 use crate::error::{Error, Result};
 use crate::repo::Repo;
 use crate::table::predicate::df_message;
-use crate::table::{scan_request, schema_of, ReadStats, RowFilter, ScanRequest};
+use crate::table::stream::Scan;
+use crate::table::{schema_of, ReadStats, RowFilter, ScanRequest};
 
-/// One table at one version, for DataFusion. Each scan reads the snapshot's
-/// files (verified), decoding only the columns asked for and the filters',
-/// and keeps what it read in [`VersionTable::stats`].
+/// One table at one version, for DataFusion. Each scan streams the
+/// snapshot's files (verified), decoding only the columns asked for and
+/// the filters', skipping the files and pages the filters rule out, and
+/// keeps what it read in [`VersionTable::stats`].
 #[derive(Debug)]
 pub struct VersionTable {
     store: Arc<Store>,
@@ -52,7 +59,7 @@ pub struct VersionTable {
     version: VersionId,
     snapshot: TableSnapshot,
     schema: SchemaRef,
-    stats: Mutex<ReadStats>,
+    scans: Mutex<Vec<Arc<Mutex<ReadStats>>>>,
 }
 
 impl VersionTable {
@@ -66,7 +73,7 @@ impl VersionTable {
             version,
             schema: schema_of(&snapshot),
             snapshot,
-            stats: Mutex::new(ReadStats::default()),
+            scans: Mutex::new(Vec::new()),
         })
     }
 
@@ -75,20 +82,55 @@ impl VersionTable {
         self.version
     }
 
-    /// What the scans of this table read so far (summed).
+    /// What the scans of this table read so far (summed; the columns
+    /// decoded are the most any scan decoded).
     pub fn stats(&self) -> ReadStats {
-        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
-    }
-
-    fn add_stats(&self, s: &ReadStats) {
-        if let Ok(mut t) = self.stats.lock() {
+        let mut t = ReadStats::default();
+        let Ok(scans) = self.scans.lock() else {
+            return t;
+        };
+        for s in scans.iter() {
+            let Ok(s) = s.lock() else { continue };
             t.files += s.files;
             t.deletion_vectors += s.deletion_vectors;
             t.rows_in_files += s.rows_in_files;
             t.rows += s.rows;
             t.bytes += s.bytes;
+            t.rows_decoded += s.rows_decoded;
+            t.files_skipped += s.files_skipped;
             t.columns_decoded = t.columns_decoded.max(s.columns_decoded);
         }
+        t
+    }
+}
+
+/// One partition of a [`VersionTable`] scan: every `parts`-th file from
+/// `part` on, streamed one file at a time.
+struct Part {
+    scan: Arc<Scan>,
+    schema: SchemaRef,
+    part: usize,
+    parts: usize,
+}
+
+impl std::fmt::Debug for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VersionTable partition {} of {}", self.part, self.parts)
+    }
+}
+
+impl PartitionStream for Part {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let rows = self
+            .scan
+            .clone()
+            .stream(self.part, self.parts, 1)
+            .map(|r| r.map_err(|e| DataFusionError::External(Box::new(e))));
+        Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), rows))
     }
 }
 
@@ -126,7 +168,7 @@ impl TableProvider for VersionTable {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
@@ -151,18 +193,33 @@ impl TableProvider for VersionTable {
             limit,
             ordered: false,
         };
-        let read = match scan_request(&self.store, &self.snapshot, &self.table, &req).await {
+        let store = self.store.clone();
+        let scan = match Scan::new(store.clone(), &self.snapshot, &self.table, &req).await {
             // A filter the engine cannot evaluate is DataFusion's to apply.
             Err(Error::Query(_)) if req.filter.is_some() => {
                 req.filter = None;
-                scan_request(&self.store, &self.snapshot, &self.table, &req).await
+                Scan::new(store, &self.snapshot, &self.table, &req).await
             }
             other => other,
         };
-        let (schema, batches, stats) = read.map_err(|e| DataFusionError::External(Box::new(e)))?;
-        self.add_stats(&stats);
-        let exec = MemorySourceConfig::try_new_exec(&[batches], schema, None)?;
-        Ok(exec)
+        let scan = Arc::new(scan.map_err(|e| DataFusionError::External(Box::new(e)))?);
+        if let Ok(mut scans) = self.scans.lock() {
+            scans.push(scan.stats());
+        }
+        let schema = scan.schema();
+        let parts = state.config().target_partitions().min(scan.files()).max(1);
+        let partitions = (0..parts)
+            .map(|part| {
+                Arc::new(Part {
+                    scan: scan.clone(),
+                    schema: schema.clone(),
+                    part,
+                    parts,
+                }) as Arc<dyn PartitionStream>
+            })
+            .collect();
+        let exec = StreamingTableExec::try_new(schema, partitions, None, [], false, limit)?;
+        Ok(Arc::new(exec))
     }
 }
 

@@ -286,3 +286,113 @@ async fn a_limit_reads_only_the_files_that_can_hold_the_first_rows() {
         whole.slice(0, 3)
     );
 }
+
+/// Everything a streamed read gives, as one batch.
+async fn streamed(
+    repo: &Repo,
+    table: &str,
+    opts: &ScanOptions,
+) -> (RecordBatch, tablepin::ReadStats) {
+    let (mut s, _) = repo.scan_stream("main", table, opts).await.unwrap();
+    let mut batches = Vec::new();
+    while let Some(b) = s.next_batch().await {
+        batches.push(b.unwrap());
+    }
+    (concat_batches(&s.schema, &batches).unwrap(), s.stats())
+}
+
+/// A streamed read gives what a whole read gives, row for row and in the
+/// same order, for columns, filters and limits, keyed (merged by key from
+/// two files) and unkeyed.
+#[tokio::test]
+async fn a_streamed_read_gives_what_a_whole_read_gives() {
+    let repo = repo().await;
+    let unkeyed: Vec<i64> = (0..700).rev().collect();
+    let b = rows(&unkeyed);
+    repo.commit("u", b.schema(), vec![b], &CommitOptions::default())
+        .await
+        .unwrap();
+    let b = rows(&(2000..2300).collect::<Vec<_>>());
+    let append = CommitOptions {
+        mode: Mode::Append,
+        ..Default::default()
+    };
+    repo.commit("u", b.schema(), vec![b], &append)
+        .await
+        .unwrap();
+    let cases = [
+        ScanOptions::default(),
+        ScanOptions::columns(Some(&["price".to_string(), "country".to_string()])),
+        ScanOptions {
+            filter: Some("country = 'EIRE' AND id > 100".into()),
+            ..Default::default()
+        },
+        ScanOptions {
+            limit: Some(333),
+            ..Default::default()
+        },
+        ScanOptions {
+            columns: Some(vec!["price".into()]),
+            filter: Some("id < 600".into()),
+            limit: Some(250),
+        },
+    ];
+    for table in ["t", "u"] {
+        for opts in &cases {
+            let (r, _) = repo.scan("main", table, opts).await.unwrap();
+            let whole = concat_batches(&r.schema, &r.batches).unwrap();
+            let (got, stats) = streamed(&repo, table, opts).await;
+            assert_eq!(got, whole, "{table} {opts:?}");
+            assert_eq!(stats.rows, whole.num_rows() as u64, "{table} {opts:?}");
+        }
+    }
+}
+
+/// Every file under a folder.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A damaged data file found while streaming ends the stream with the
+/// error naming the version, as a whole read does.
+#[tokio::test]
+async fn a_streamed_read_of_a_missing_file_names_the_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repo::init(dir.path().to_str().unwrap(), WriteSettings::default())
+        .await
+        .unwrap();
+    let b = rows(&(0..100).collect::<Vec<_>>());
+    let keyed = CommitOptions {
+        key: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    let v = repo.commit("t", b.schema(), vec![b], &keyed).await.unwrap();
+    let snap = repo.snapshot(&v.version, "t").await.unwrap();
+    let name = snap.files[0].data.fanout_path();
+    let path = walk(dir.path())
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with(&name))
+        .expect("the data file on disk");
+    std::fs::remove_file(path).unwrap();
+    let e = match repo.scan_stream("main", "t", &ScanOptions::default()).await {
+        Err(e) => e,
+        Ok((mut s, _)) => loop {
+            match s.next_batch().await {
+                Some(Err(e)) => break e,
+                Some(Ok(_)) => continue,
+                None => panic!("a missing file read as rows"),
+            }
+        },
+    };
+    assert_eq!(e.kind(), tablepin::ErrorKind::Damaged, "{e}");
+    assert!(e.to_string().contains(&v.version.short(12)), "{e}");
+}

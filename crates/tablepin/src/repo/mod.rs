@@ -20,6 +20,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use tablepin_format::{
     decode_manifest, encode_manifest, ContentHash, FileEntry, ObjectId, RefEntry, RefKind,
@@ -272,6 +273,58 @@ pub struct RefInfo {
     pub entries: u64,
 }
 
+/// A store's damage or loss while reading a version's files, named as the
+/// version's damage (which table, which version).
+fn named(e: Error, version: Option<VersionId>, table: &str) -> Error {
+    match (e, version) {
+        (
+            Error::Store(source @ (StoreError::Corrupt { .. } | StoreError::NotFound { .. })),
+            Some(version),
+        ) => Error::Damaged {
+            what: "a data file or deletion vector".into(),
+            version,
+            table: format!(", table '{table}'"),
+            source: Box::new(source),
+        },
+        (e, _) => e,
+    }
+}
+
+/// A table being read: the version, its snapshot, and the rows as a stream
+/// ([`Repo::scan_stream`]).
+pub struct TableStream {
+    /// The version read.
+    pub version: VersionId,
+    /// The table's snapshot.
+    pub snapshot: TableSnapshot,
+    /// Schema of the batches.
+    pub schema: SchemaRef,
+    /// The rows (key order for keyed tables, insertion order otherwise).
+    pub rows: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    stats: std::sync::Arc<std::sync::Mutex<ReadStats>>,
+}
+
+impl TableStream {
+    /// The next batch of rows; `None` once every row was given.
+    pub async fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
+        self.rows.next().await
+    }
+
+    /// What the read touched so far (all of it once `rows` has ended).
+    pub fn stats(&self) -> ReadStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for TableStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableStream")
+            .field("version", &self.version)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A table read back.
 #[derive(Debug, Clone)]
 pub struct TableRead {
@@ -515,7 +568,9 @@ impl Repo {
         self.snapshot_of(id, &v, table).await
     }
 
-    pub(crate) async fn snapshot_of(
+    /// A table's snapshot in a version whose record the caller has read
+    /// already ([`Repo::snapshot`] without reading the record again).
+    pub async fn snapshot_of(
         &self,
         id: &VersionId,
         v: &Version,
@@ -870,18 +925,7 @@ impl Repo {
 
     /// Adds the version and table to a store error that a read hit.
     fn name_version(&self, e: Error, version: Option<VersionId>, table: &str) -> Error {
-        match (e, version) {
-            (
-                Error::Store(source @ (StoreError::Corrupt { .. } | StoreError::NotFound { .. })),
-                Some(version),
-            ) => Error::Damaged {
-                what: "a data file or deletion vector".into(),
-                version,
-                table: format!(", table '{table}'"),
-                source: Box::new(source),
-            },
-            (e, _) => e,
-        }
+        named(e, version, table)
     }
 
     /// Reads a table at a revision.
@@ -960,6 +1004,40 @@ impl Repo {
         })
     }
 
+    /// Streams the columns and rows `opts` asks for of a table at a
+    /// revision, in the order [`Repo::scan`] gives them, without holding
+    /// the table: an unkeyed table file by file, a keyed one merged by key
+    /// as each file decodes a batch at a time (the files' verified bytes
+    /// are held meanwhile, not their decoded rows). Says, as `scan` does,
+    /// when the revision named a version an erasure replaced.
+    pub async fn scan_stream(
+        &self,
+        rev: &str,
+        table: &str,
+        opts: &ScanOptions,
+    ) -> Result<(TableStream, Option<Replaced>)> {
+        let (version, replaced) = self.resolve_noted(rev).await?;
+        let snapshot = self.snapshot(&version, table).await?;
+        let s = table::stream::open(self.store.clone(), &snapshot, table, opts)
+            .await
+            .map_err(|e| named(e, Some(version), table))?;
+        let name = table.to_string();
+        let rows = s
+            .rows
+            .map(move |r| r.map_err(|e| named(e, Some(version), &name)))
+            .boxed();
+        Ok((
+            TableStream {
+                version,
+                snapshot,
+                schema: s.schema,
+                rows,
+                stats: s.stats,
+            },
+            replaced,
+        ))
+    }
+
     /// The versions of a branch, newest first, following first parents.
     /// Expired versions appear from their tombstones.
     pub async fn log(&self, branch: &str) -> Result<Vec<LogEntry>> {
@@ -973,7 +1051,9 @@ impl Repo {
         // Read only when a version is gone: a damaged audit record then
         // stops only the logs that need it.
         let mut replaced: Option<std::collections::HashMap<VersionId, VersionId>> = None;
-        let mut out = Vec::new();
+        let mut out: Vec<LogEntry> = Vec::new();
+        // (entry, version, table, snapshot) for the snapshots to read.
+        let mut snapshots: Vec<(usize, VersionId, String, ObjectId)> = Vec::new();
         let mut next = Some(head);
         let wanted = |e: &LogEntry| {
             opts.table
@@ -987,10 +1067,11 @@ impl Repo {
             match self.store.get_blob(&id.0).await {
                 Ok(bytes) => {
                     let v: Version = decode_manifest("version", &bytes)?;
-                    let mut tables = BTreeMap::new();
+                    // Each table's rows and hash are filled in below, from
+                    // snapshots read all at once.
+                    let tables = BTreeMap::new();
                     for (name, sid) in &v.tables {
-                        let s = self.load_snapshot(&id, name, sid).await?;
-                        tables.insert(name.clone(), (s.rows, s.content_hash));
+                        snapshots.push((out.len(), id, name.clone(), *sid));
                     }
                     next = v.parents.first().copied();
                     let e = LogEntry {
@@ -1006,6 +1087,8 @@ impl Repo {
                     };
                     if wanted(&e) {
                         out.push(e);
+                    } else {
+                        snapshots.retain(|(at, ..)| *at < out.len());
                     }
                 }
                 Err(StoreError::NotFound { .. }) => match self.tombstone(&id).await? {
@@ -1049,7 +1132,36 @@ impl Repo {
                 Err(source) => return Err(Error::version_record(id, source)),
             }
         }
+        self.fill_log_tables(&mut out, snapshots).await?;
         Ok(out)
+    }
+
+    /// Fills each log entry's tables with their rows and content hash,
+    /// reading every distinct snapshot once, several at a time: the walk
+    /// along the parents is one read after another, these need not be.
+    async fn fill_log_tables(
+        &self,
+        out: &mut [LogEntry],
+        snapshots: Vec<(usize, VersionId, String, ObjectId)>,
+    ) -> Result<()> {
+        let mut first: BTreeMap<ObjectId, (VersionId, String)> = BTreeMap::new();
+        for (_, id, name, sid) in &snapshots {
+            first.entry(*sid).or_insert_with(|| (*id, name.clone()));
+        }
+        let reads = first.into_iter().map(|(sid, (id, name))| async move {
+            let s = self.load_snapshot(&id, &name, &sid).await?;
+            Ok::<_, Error>((sid, (s.rows, s.content_hash)))
+        });
+        let read: BTreeMap<ObjectId, (u64, ContentHash)> = futures::stream::iter(reads)
+            .buffered(16)
+            .try_collect()
+            .await?;
+        for (at, _, name, sid) in snapshots {
+            if let (Some(e), Some(facts)) = (out.get_mut(at), read.get(&sid)) {
+                e.tables.insert(name, *facts);
+            }
+        }
+        Ok(())
     }
 
     /// The tombstone of an expired version, if it has one.

@@ -481,7 +481,19 @@ impl DataFile {
         select: Select<'_>,
         limit: Option<usize>,
     ) -> Result<Vec<RecordBatch>> {
-        let bad = bad(self.blob, "Parquet data file");
+        self.batches(schema, select, limit)?.collect()
+    }
+
+    /// The rows [`DataFile::read_limited`] reads, decoded a batch (8,192
+    /// rows) at a time as the iterator is advanced.
+    pub(crate) fn batches(
+        &self,
+        schema: &SchemaRef,
+        select: Select<'_>,
+        limit: Option<usize>,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch>> + Send + 'static> {
+        let blob = self.blob;
+        let bad = move |m: String| bad(blob, "Parquet data file")(m);
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
             self.bytes.clone(),
             self.meta.clone(),
@@ -501,12 +513,11 @@ impl DataFile {
             builder = builder.with_limit(n);
         }
         let reader = builder.build().map_err(|e| bad(e.to_string()))?;
-        let mut out = Vec::new();
-        for batch in reader {
+        let schema = schema.clone();
+        Ok(reader.map(move |batch| {
             let batch = batch.map_err(|e| bad(e.to_string()))?;
-            out.push(super::types::conform(&batch, schema).map_err(&bad)?);
-        }
-        Ok(out)
+            super::types::conform(&batch, &schema).map_err(bad)
+        }))
     }
 
     /// The data pages of `column`, from the page index; `None` when the
@@ -554,30 +565,40 @@ pub(crate) fn read_live(
     schema: &SchemaRef,
     dv: Option<&RoaringBitmap>,
 ) -> Result<Vec<RecordBatch>> {
-    let file = DataFile::open(blob, bytes)?;
-    let Some(dv) = dv.filter(|d| !d.is_empty()) else {
-        return file.read(schema, Select::All);
-    };
-    if dv.len().saturating_mul(SLICE_BELOW) > file.rows() as u64 {
-        return file.read(schema, Select::Live(Some(dv)));
-    }
-    let mut out = Vec::new();
-    let mut start = 0u32;
-    for b in file.read(schema, Select::All)? {
-        let end = start + b.num_rows() as u32;
-        let mut from = start;
-        for p in dv.range(start..end) {
-            if p > from {
-                out.push(b.slice((from - start) as usize, (p - from) as usize));
+    DataFile::open(blob, bytes)?.live(schema, dv)
+}
+
+impl DataFile {
+    /// [`read_live`] of an opened file.
+    pub(crate) fn live(
+        &self,
+        schema: &SchemaRef,
+        dv: Option<&RoaringBitmap>,
+    ) -> Result<Vec<RecordBatch>> {
+        let Some(dv) = dv.filter(|d| !d.is_empty()) else {
+            return self.read(schema, Select::All);
+        };
+        if dv.len().saturating_mul(SLICE_BELOW) > self.rows() as u64 {
+            return self.read(schema, Select::Live(Some(dv)));
+        }
+        let mut out = Vec::new();
+        let mut start = 0u32;
+        for b in self.read(schema, Select::All)? {
+            let end = start + b.num_rows() as u32;
+            let mut from = start;
+            for p in dv.range(start..end) {
+                if p > from {
+                    out.push(b.slice((from - start) as usize, (p - from) as usize));
+                }
+                from = p + 1;
             }
-            from = p + 1;
+            if end > from {
+                out.push(b.slice((from - start) as usize, (end - from) as usize));
+            }
+            start = end;
         }
-        if end > from {
-            out.push(b.slice((from - start) as usize, (end - from) as usize));
-        }
-        start = end;
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// Deleted rows are sliced out while fewer than one in this many.

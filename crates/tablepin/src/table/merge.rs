@@ -162,6 +162,152 @@ fn coalesce(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<Vec<RecordBatc
     Ok(out)
 }
 
+/// One sorted input decoded a batch at a time.
+pub(crate) type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// Where one input of a [`MergeIter`] is: its current batch, that batch's
+/// keys, and the next row.
+struct Cursor {
+    rest: Batches,
+    batch: RecordBatch,
+    keys: SortKeys,
+    pos: usize,
+}
+
+impl Cursor {
+    /// The input's next non-empty batch as a cursor, or `None` at its end.
+    fn next_of(mut rest: Batches, codec: &KeyCodec) -> Result<Option<Cursor>> {
+        for batch in rest.by_ref() {
+            let batch = batch?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let keys = codec.sort_keys(std::slice::from_ref(&batch))?;
+            return Ok(Some(Cursor {
+                rest,
+                batch,
+                keys,
+                pos: 0,
+            }));
+        }
+        Ok(None)
+    }
+}
+
+/// [`merge_sorted`] as an iterator: each input is decoded a batch at a
+/// time, so memory holds one batch per input rather than the inputs. Runs
+/// are found as `merge_sorted` finds them (the input with the smallest next
+/// key, as far as it stays below every other input's next key, cut at its
+/// batch's end) and small ones are joined the same way.
+pub(crate) struct MergeIter {
+    schema: SchemaRef,
+    codec: KeyCodec,
+    cursors: Vec<Cursor>,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    ready: std::collections::VecDeque<RecordBatch>,
+}
+
+impl MergeIter {
+    pub(crate) fn new(schema: &SchemaRef, inputs: Vec<Batches>, codec: KeyCodec) -> Result<Self> {
+        let mut cursors = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            cursors.extend(Cursor::next_of(input, &codec)?);
+        }
+        Ok(Self {
+            schema: schema.clone(),
+            codec,
+            cursors,
+            pending: Vec::new(),
+            pending_rows: 0,
+            ready: Default::default(),
+        })
+    }
+
+    /// The next run of rows, in key order; `None` when every input is done.
+    fn run(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(min) = (0..self.cursors.len()).min_by(|&a, &b| {
+            let (a, b) = (&self.cursors[a], &self.cursors[b]);
+            a.keys.get(a.pos).cmp(&b.keys.get(b.pos))
+        }) else {
+            return Ok(None);
+        };
+        let c = &self.cursors[min];
+        let next = (0..self.cursors.len())
+            .filter(|&j| j != min)
+            .map(|j| self.cursors[j].keys.get(self.cursors[j].pos))
+            .min();
+        let end = match next {
+            None => c.keys.len(),
+            Some(k) => c.keys.first_above(c.pos + 1, k),
+        };
+        let run = c.batch.slice(c.pos, end - c.pos);
+        if end < c.keys.len() {
+            self.cursors[min].pos = end;
+        } else {
+            let done = self.cursors.swap_remove(min);
+            self.cursors
+                .extend(Cursor::next_of(done.rest, &self.codec)?);
+        }
+        Ok(Some(run))
+    }
+
+    /// Joins the pending small runs into one batch, queued.
+    fn flush(&mut self) -> Result<()> {
+        match self.pending.len() {
+            0 => {}
+            1 => self.ready.extend(self.pending.drain(..)),
+            _ => {
+                let b = concat_batches(&self.schema, self.pending.iter())
+                    .map_err(Error::arrow("merging rows"))?;
+                self.pending.clear();
+                self.ready.push_back(b);
+            }
+        }
+        self.pending_rows = 0;
+        Ok(())
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            if let Some(b) = self.ready.pop_front() {
+                return Ok(Some(b));
+            }
+            let Some(r) = self.run()? else {
+                self.flush()?;
+                return Ok(self.ready.pop_front());
+            };
+            if r.num_rows() >= SMALL {
+                self.flush()?;
+                self.ready.push_back(r);
+            } else {
+                self.pending_rows += r.num_rows();
+                self.pending.push(r);
+                if self.pending_rows >= TARGET {
+                    self.flush()?;
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for MergeIter {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_batch() {
+            Ok(b) => b.map(Ok),
+            Err(e) => {
+                // An input failed: the merge ends with its error.
+                self.cursors.clear();
+                self.pending.clear();
+                self.ready.clear();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +346,37 @@ mod tests {
         let out = merge_sorted(&schema, vec![vec![b(&big2)], vec![b(&big)]], &codec).unwrap();
         assert_eq!(out.len(), 2);
         assert_eq!(ids(&out), (0..10000).collect::<Vec<_>>());
+    }
+
+    /// The streaming merge gives the rows, in the order, that the whole
+    /// merge gives, whatever the inputs' batch sizes.
+    #[test]
+    fn the_streaming_merge_equals_the_whole_merge() {
+        let schema = b(&[]).schema();
+        let codec = || KeyCodec::new(&schema, vec![0]).unwrap();
+        let inputs = vec![
+            vec![b(&[1, 2, 5]), b(&[]), b(&[8, 9, 20])],
+            vec![b(&[3, 4]), b(&[10])],
+            vec![b(&[0, 21])],
+            vec![],
+            vec![
+                b(&(100..400).collect::<Vec<_>>()),
+                b(&(401..900).step_by(2).collect::<Vec<_>>()),
+            ],
+            vec![b(&(400..1000).step_by(2).collect::<Vec<_>>())],
+        ];
+        let whole = merge_sorted(&schema, inputs.clone(), &codec()).unwrap();
+        let streams: Vec<Batches> = inputs
+            .into_iter()
+            .map(|v| Box::new(v.into_iter().map(Ok)) as Batches)
+            .collect();
+        let out: Vec<RecordBatch> = MergeIter::new(&schema, streams, codec())
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(ids(&out), ids(&whole));
+        let mut sorted = ids(&out);
+        sorted.sort_unstable();
+        assert_eq!(ids(&out), sorted);
     }
 }

@@ -17,6 +17,7 @@ pub(crate) mod merge;
 pub(crate) mod par;
 pub(crate) mod plan;
 pub(crate) mod predicate;
+pub(crate) mod stream;
 pub(crate) mod types;
 
 use std::collections::BTreeSet;
@@ -49,11 +50,20 @@ pub struct ReadStats {
     pub bytes: u64,
     /// Columns decoded: those asked for, the key and the filter's.
     pub columns_decoded: usize,
+    /// Rows decoded: the files' rows less those their deletion vectors
+    /// hide and those on pages the filter rules out (a streaming scan's
+    /// count; 0 for a read that does not count them).
+    #[serde(default)]
+    pub rows_decoded: u64,
+    /// Files not read because their key range rules out every row the
+    /// filter matches (a streaming scan's count).
+    #[serde(default)]
+    pub files_skipped: usize,
 }
 
 impl ReadStats {
     /// Counts a file read: its blob, its deletion vector and its rows.
-    fn count_file(&mut self, f: &tablepin_format::FileEntry) {
+    pub(crate) fn count_file(&mut self, f: &tablepin_format::FileEntry) {
         self.files += 1;
         self.bytes += f.stored_bytes();
         self.deletion_vectors += usize::from(f.deletes.is_some());
@@ -204,7 +214,7 @@ pub(crate) async fn scan_request(
 }
 
 /// The first `limit` rows of `batches`.
-fn take_rows(batches: Vec<RecordBatch>, limit: usize) -> Vec<RecordBatch> {
+pub(crate) fn take_rows(batches: Vec<RecordBatch>, limit: usize) -> Vec<RecordBatch> {
     let mut left = limit;
     let mut out = Vec::new();
     for b in batches {

@@ -391,7 +391,13 @@ struct Found {
     locs: Vec<Option<Loc>>,
     hashes: HashMap<(usize, u32), RowHash>,
     dvs: Dvs,
+    held: Held,
 }
+
+/// The verified bytes of the parent's data files a plan read, by blob:
+/// compaction, which rewrites the files hiding the most rows (often the
+/// ones just read), takes them from here instead of asking the store again.
+type Held = HashMap<ObjectId, Bytes>;
 
 /// Deletion vectors read already, by parent file index (`None`: the file
 /// has none).
@@ -449,6 +455,7 @@ impl LookUp {
             locs: vec![None; n],
             hashes: HashMap::new(),
             dvs: HashMap::new(),
+            held: HashMap::new(),
         };
         if self.work.is_empty() {
             return Ok(found);
@@ -458,6 +465,7 @@ impl LookUp {
         let ids: Vec<ObjectId> = work.iter().map(|(fi, _)| parent.files[*fi].data).collect();
         let per_file = store
             .map_blobs(&ids, |i, bytes| {
+                let held = bytes.clone();
                 let (entry, dv, cand) = (&parent.files[work[i].0], dvs[i].as_ref(), &work[i].1);
                 // A dense file's hits are known without its key pages, so
                 // it is opened without the pages' statistics.
@@ -479,10 +487,11 @@ impl LookUp {
                         hashes.extend(hash_rows(&b)?);
                     }
                 }
-                Ok::<_, Error>((hits, positions, hashes))
+                Ok::<_, Error>((hits, positions, hashes, held))
             })
             .await?;
-        for ((fi, _), (hits, positions, hashes)) in work.iter().zip(per_file) {
+        for ((fi, _), (hits, positions, hashes, held)) in work.iter().zip(per_file) {
+            found.held.insert(parent.files[*fi].data, held);
             for (i, pos) in hits {
                 found.locs[i] = Some(Loc { file: *fi, pos });
             }
@@ -527,7 +536,7 @@ struct OldRow {
 
 /// Everything [`read_all`] read of the parent: its live rows, the keys of
 /// each file's rows (keyed tables), and its deletion vectors.
-type AllRows = (Vec<OldRow>, Vec<SortKeys>, Dvs);
+type AllRows = (Vec<OldRow>, Vec<SortKeys>, Dvs, Held);
 
 /// Reads every live row of the parent with its hash, under `schema`, and
 /// the keys of each file's rows (for keyed tables); each file read,
@@ -542,6 +551,7 @@ async fn read_all(
     let ids: Vec<ObjectId> = parent.files.iter().map(|f| f.data).collect();
     let per_file = store
         .map_blobs(&ids, |fi, bytes| {
+            let held = bytes.clone();
             let file = DataFile::open(ids[fi], bytes)?;
             let dv = dvs[fi].as_ref();
             let batches = file.read(schema, Select::All)?;
@@ -559,16 +569,18 @@ async fn read_all(
                     pos += 1;
                 }
             }
-            Ok::<_, Error>((rows, keys))
+            Ok::<_, Error>((rows, keys, held))
         })
         .await?;
     let mut rows = Vec::new();
     let mut keys = Vec::new();
-    for (r, k) in per_file {
+    let mut held = Held::new();
+    for (fi, (r, k, bytes)) in per_file.into_iter().enumerate() {
         rows.extend(r);
         keys.extend(k);
+        held.insert(ids[fi], bytes);
     }
-    Ok((rows, keys, dvs.into_iter().enumerate().collect()))
+    Ok((rows, keys, dvs.into_iter().enumerate().collect(), held))
 }
 
 /// Plans a commit to one table.
@@ -667,6 +679,7 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     let mut write = vec![false; input.num_rows()];
     let mut removals: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
     let mut known_dvs = Dvs::new();
+    let mut held = Held::new();
     let mut removed_hash = ContentHash::EMPTY;
     let (mut added, mut changed, mut deleted) = (0u64, 0u64, 0u64);
     match (p.mode, parent_live) {
@@ -693,10 +706,12 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
                 locs: found,
                 hashes: old,
                 dvs,
+                held: read,
             } = lookup
                 .run(store, par, &schema, &kschema, &kcodec, &in_keys)
                 .await?;
             known_dvs = dvs;
+            held = read;
             if p.mode == Mode::Append {
                 if let Some(i) = found.iter().position(Option::is_some) {
                     return Err(Error::KeyExists {
@@ -727,8 +742,10 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
             }
         }
         (Mode::Overwrite, Some(par)) => {
-            let (old_rows, old_keys, dvs) = read_all(store, par, &schema, codec.as_ref()).await?;
+            let (old_rows, old_keys, dvs, read) =
+                read_all(store, par, &schema, codec.as_ref()).await?;
             known_dvs = dvs;
+            held = read;
             let in_hashes = in_hashes.get().await?;
             if let Some(c) = &codec {
                 let in_keys = c.sort_keys(std::slice::from_ref(&input))?;
@@ -818,10 +835,13 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
     let old_count = files.len();
     files.extend(new_files);
     if !schema_moved && !removals.is_empty() {
-        compact(
-            store, &mut files, &mut dvs, &mut blobs, &schema, &key_idx, p.settings,
-        )
-        .await?;
+        let how = Compaction {
+            schema: &schema,
+            key_idx: &key_idx,
+            settings: p.settings,
+            held: &held,
+        };
+        compact(store, &mut files, &mut dvs, &mut blobs, &how).await?;
     }
 
     let mut content = match parent_live {
@@ -1071,6 +1091,16 @@ pub(crate) fn new_data_file(
     Ok((entry, bytes))
 }
 
+/// What compaction rewrites with: the commit's schema, key and settings,
+/// and the parent files the plan read already.
+#[derive(Clone, Copy)]
+struct Compaction<'a> {
+    schema: &'a SchemaRef,
+    key_idx: &'a [usize],
+    settings: &'a WriteSettings,
+    held: &'a Held,
+}
+
 /// Automatic compaction (see `WriteSettings::compact_hidden_permille`):
 /// rewrites the files whose deletion vectors hide the most rows, keeping
 /// their live rows in their order, until the hidden rows are under half the
@@ -1083,10 +1113,14 @@ async fn compact(
     files: &mut [FileEntry],
     dvs: &mut Vec<Bytes>,
     blobs: &mut Vec<Bytes>,
-    schema: &SchemaRef,
-    key_idx: &[usize],
-    settings: &WriteSettings,
+    how: &Compaction<'_>,
 ) -> Result<usize> {
+    let Compaction {
+        schema,
+        key_idx,
+        settings,
+        held,
+    } = *how;
     let threshold = f64::from(settings.compact_hidden_permille) / 1000.0;
     let total: u64 = files.iter().map(|f| f.rows).sum();
     let mut hidden: u64 = files.iter().map(|f| f.rows - f.live_rows()).sum();
@@ -1111,7 +1145,10 @@ async fn compact(
         let Some(bm) = dv::load(store, &f, &mut known).await? else {
             continue;
         };
-        let data = store.get_blob(&f.data).await?;
+        let data = match held.get(&f.data) {
+            Some(bytes) => bytes.clone(),
+            None => store.get_blob(&f.data).await?,
+        };
         let data = DataFile::open(f.data, data)?;
         let live = data.read(schema, Select::Live(Some(&bm)))?;
         let live = concat_batches(schema, &live).map_err(Error::arrow("compacting a data file"))?;
@@ -1194,6 +1231,7 @@ async fn plan_delete(
         locs: found,
         hashes: old,
         dvs,
+        held,
     } = LookUp::prepare(store, par, &sorted, in_keys.num_rows())
         .await?
         .run(store, par, &schema, &kschema, &kcodec, &in_keys)
@@ -1211,10 +1249,13 @@ async fn plan_delete(
     let (mut files, mut dvs) = apply_removals(store, par, &removals, dvs).await?;
     let mut blobs = Vec::new();
     if !removals.is_empty() {
-        compact(
-            store, &mut files, &mut dvs, &mut blobs, &schema, &key_idx, settings,
-        )
-        .await?;
+        let how = Compaction {
+            schema: &schema,
+            key_idx: &key_idx,
+            settings,
+            held: &held,
+        };
+        compact(store, &mut files, &mut dvs, &mut blobs, &how).await?;
     }
     blobs.extend(dv::pack(&mut files, dvs));
     let rows = files.iter().map(FileEntry::live_rows).sum();

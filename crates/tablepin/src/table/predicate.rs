@@ -110,6 +110,12 @@ impl Predicate {
         Ok(p)
     }
 
+    /// The predicate as DataFusion evaluates it, over the schema it was
+    /// compiled against.
+    pub(crate) fn physical(&self) -> &Arc<dyn PhysicalExpr> {
+        &self.expr
+    }
+
     /// The columns the predicate reads, by name.
     pub(crate) fn columns(&self) -> BTreeSet<String> {
         datafusion::physical_expr::utils::collect_columns(&self.expr)
