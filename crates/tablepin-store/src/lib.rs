@@ -984,7 +984,7 @@ impl Store {
     }
 
     /// A ref's newest entry, if the ref has any. A log that fits in one
-    /// page of a listing ([`REF_PAGE`] entries: every log but one of
+    /// page of a listing (1,000 entries: every log but one of
     /// decades of weekly commits) costs a listing and a read; a longer one,
     /// the start of that listing, the hint, the entries listed after it,
     /// and the newest of them read (four requests, however long the log).
