@@ -373,12 +373,8 @@ impl Repo {
             .collect();
         for (blob, target) in blobs {
             out.files += 1;
-            if let (Some(source), Dest::Folder(dir)) = (self.store().local_blob_path(&blob), dest) {
-                let target = dir.join(&target);
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
-                }
-                if std::fs::hard_link(&source, &target).is_ok() {
+            if let Some(source) = self.store().local_blob_path(&blob) {
+                if dest.link(&source, &target)? {
                     out.linked += 1;
                     continue;
                 }
@@ -435,15 +431,25 @@ impl Dest {
         }
     }
 
+    /// Hard-links a local file to `rel`: true when it is linked, false
+    /// when it cannot be (a bucket, another file system), and then the
+    /// caller copies it.
+    fn link(&self, source: &Path, rel: &str) -> Result<bool> {
+        match self {
+            Dest::Folder(dir) => {
+                let target = folder_path(dir, rel)?;
+                Ok(std::fs::hard_link(source, &target).is_ok())
+            }
+            Dest::Bucket { .. } => Ok(false),
+        }
+    }
+
     /// Writes a new file (a bucket's put-if-absent: a log entry is never
     /// replaced, as Delta's writers require).
     async fn put(&self, rel: &str, bytes: bytes::Bytes) -> Result<()> {
         match self {
             Dest::Folder(dir) => {
-                let path = dir.join(rel);
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
-                }
+                let path = folder_path(dir, rel)?;
                 std::fs::write(&path, &bytes).map_err(|e| io_error(&path, e))
             }
             Dest::Bucket { store, url } => {
@@ -459,6 +465,15 @@ impl Dest {
             }
         }
     }
+}
+
+/// `rel` under a view's folder, with the folders it needs created.
+fn folder_path(dir: &Path, rel: &str) -> Result<PathBuf> {
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+    }
+    Ok(path)
 }
 
 fn bucket_error(url: &str, rel: &str, e: object_store::Error) -> Error {

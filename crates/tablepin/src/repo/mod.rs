@@ -720,7 +720,7 @@ impl Repo {
             },
         )
         .await
-        .map_err(|e| self.name_version(e, parent_id, table))?;
+        .map_err(|e| named(e, parent_id, table))?;
         Ok(Planned {
             head,
             parent_id,
@@ -923,11 +923,6 @@ impl Repo {
         }
     }
 
-    /// Adds the version and table to a store error that a read hit.
-    fn name_version(&self, e: Error, version: Option<VersionId>, table: &str) -> Error {
-        named(e, version, table)
-    }
-
     /// Reads a table at a revision.
     pub async fn read(
         &self,
@@ -994,7 +989,7 @@ impl Repo {
         let snapshot = self.snapshot(version, table).await?;
         let (schema, batches, stats) = table::scan(&self.store, &snapshot, table, opts)
             .await
-            .map_err(|e| self.name_version(e, Some(*version), table))?;
+            .map_err(|e| named(e, Some(*version), table))?;
         Ok(TableRead {
             version: *version,
             snapshot,

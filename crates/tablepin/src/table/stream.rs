@@ -217,17 +217,16 @@ impl Scan {
                 self.read.file(f.data, bytes, dv.as_ref(), left)
             })
             .await?;
-        let mut out = Vec::new();
         if let Ok(mut s) = self.stats.lock() {
-            for (j, (_, decoded)) in per_file.iter().enumerate() {
-                s.count_file(&self.files[idx[j]].0);
+            for (&i, (_, decoded)) in idx.iter().zip(&per_file) {
+                s.count_file(&self.files[i].0);
                 s.rows_decoded += decoded;
             }
         }
-        for (batches, _) in per_file {
-            out.extend(batches);
-        }
-        Ok(out)
+        Ok(per_file
+            .into_iter()
+            .flat_map(|(batches, _)| batches)
+            .collect())
     }
 }
 
@@ -369,8 +368,8 @@ impl FileRead {
                 if keep.is_empty() {
                     return Ok((Vec::new(), 0));
                 }
-                let ranges = runs(&keep);
-                let read = file.read_limited(&self.schema, Select::Ranges(&ranges), limit)?;
+                let positions: Vec<u32> = keep.iter().collect();
+                let read = file.read_limited(&self.schema, Select::Positions(&positions), limit)?;
                 let n = read.iter().map(|b| b.num_rows() as u64).sum();
                 (read, n)
             }
@@ -434,19 +433,6 @@ impl FileRead {
         }
         keep
     }
-}
-
-/// The runs of consecutive positions in a bitmap, as row ranges.
-fn runs(rows: &RoaringBitmap) -> Vec<std::ops::Range<usize>> {
-    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-    for p in rows.iter() {
-        let p = p as usize;
-        match out.last_mut() {
-            Some(r) if r.end == p => r.end = p + 1,
-            _ => out.push(p..p + 1),
-        }
-    }
-    out
 }
 
 /// The filter's conditions (of those joined by AND) that read one column,
