@@ -52,6 +52,17 @@ else
 fi
 set -e
 
+# Headless Chromium, from the system's packages where missing: the lab's
+# playground is tested in a real browser.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 ||
+      echo "Chromium could not be installed (apt-get install chromium): the playground's browser test fails"
+  else
+    echo "Chromium is missing (as root: apt-get install chromium): the playground's browser test fails"
+  fi
+fi
+
 # The binary the Python tests drive: the test build above made it (a
 # no-op build here when nothing changed).
 cargo build --release --workspace --tests --locked 2>&1 | tail -n 1

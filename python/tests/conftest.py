@@ -43,3 +43,20 @@ def s3_options():
     them (`storage_options`)."""
     keys = ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
     return {**{k: os.environ[k] for k in keys}, "AWS_ALLOW_HTTP": "true"}
+
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "online_retail_II.csv.gz")
+
+
+@pytest.fixture(scope="session")
+def lab_out(tmp_path_factory):
+    """The output folder of one `tablepin lab` run on the real data, shared
+    by the tests that read it; skipped where the data is missing, failed in
+    CI (which has it)."""
+    if not os.path.exists(DATA):
+        if os.environ.get("CI"):
+            pytest.fail(f"the lab's data is missing: {DATA}")
+        pytest.skip("the lab's data is not here")
+    out = tmp_path_factory.mktemp("lab") / "lab-out"
+    cli(out.parent, "lab", "--data", os.path.abspath(DATA), "--out", str(out))
+    return out

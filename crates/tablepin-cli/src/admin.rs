@@ -236,6 +236,8 @@ pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
         out: PathBuf::from(&a.out),
         customer: a.customer,
         verbose: !json_out,
+        dvc: a.dvc,
+        sample: a.sample,
     };
     let r = tablepin_lab::run::run(&opts).await?;
     if json_out {
@@ -243,7 +245,7 @@ pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
     } else {
         print_lab(&r)?;
         outln!(
-            "\nWrote {0}/results.json, {0}/report.md and charts in {0}/",
+            "\nWrote {0}/results.json, {0}/report.md, {0}/playground.html and charts in {0}/",
             a.out
         );
     }

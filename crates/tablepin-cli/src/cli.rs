@@ -395,6 +395,18 @@ pub struct LabArgs {
     /// The customer to erase.
     #[arg(long, default_value_t = 17388)]
     pub customer: i64,
+    /// The data is a sample in Online Retail II's format (some of its
+    /// lines, or lines of its form), not the whole file: its row and
+    /// cancellation counts are not checked, and the figures are the
+    /// sample's, not the experiment's.
+    #[arg(long)]
+    pub sample: bool,
+    /// Also version the month layout with the real `dvc` command (on
+    /// PATH): each version's month files `dvc add`ed and `dvc push`ed to a
+    /// local remote, whose files must be the layout's, to the byte.
+    /// Slow: two dvc commands a version.
+    #[arg(long)]
+    pub dvc: bool,
 }
 
 #[derive(Debug, Args)]

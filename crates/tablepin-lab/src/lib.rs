@@ -12,8 +12,10 @@
 pub mod bench;
 pub mod charts;
 pub mod data;
+pub mod dvc;
 pub mod experiment;
 pub mod layouts;
+pub mod playground;
 pub mod remote_bench;
 pub mod run;
 
@@ -71,11 +73,21 @@ pub fn cpu_seconds() -> Option<f64> {
 
 /// Peak resident memory of this process, in bytes (Linux; 0 elsewhere).
 pub fn peak_rss_bytes() -> u64 {
+    status_bytes("VmHWM:")
+}
+
+/// Resident memory of this process now, in bytes (Linux; 0 elsewhere).
+pub fn rss_bytes() -> u64 {
+    status_bytes("VmRSS:")
+}
+
+/// A memory field of `/proc/self/status` (given in kB), in bytes.
+fn status_bytes(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<u64>().ok())
         })

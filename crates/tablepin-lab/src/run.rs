@@ -18,10 +18,12 @@ use tablepin_format::ObjectId;
 use tablepin_rowhash::hash_rows;
 
 use crate::data::{self, Lines};
+use crate::dvc::Dvc;
 use crate::experiment::{
     self, month_of, week_end, week_of, Commit, Derived, Kind, Master, State, TAG_WEEKS,
 };
 use crate::layouts::{read_back, Changes, Partitioned, Rec};
+use crate::playground::{check_presets, Layout, Playground, PLAYGROUND};
 use crate::LabError;
 
 /// Options of a lab run.
@@ -35,6 +37,12 @@ pub struct LabOptions {
     pub customer: i64,
     /// Print progress lines on stderr.
     pub verbose: bool,
+    /// The data is a sample in Online Retail II's format, not the whole
+    /// file: its row and cancellation counts are not checked.
+    pub sample: bool,
+    /// Also version the month layout with the real `dvc` command (see
+    /// `dvc`), and compare its remote with the layout.
+    pub dvc: bool,
 }
 
 /// The original experiment's figures, set beside ours in the report.
@@ -74,13 +82,21 @@ struct Tag {
     customer_content: ContentHash,
     customer_rows: u64,
     rows: u64,
-    layout_files: BTreeMap<&'static str, Vec<(ObjectId, Bytes)>>,
+    /// Each reference layout's files read back when the tag was made:
+    /// whether their rows hash to the tag's content.
+    layout_read_back: BTreeMap<&'static str, bool>,
     tablepin: VersionId,
 }
 
+/// A progress line: time since the start, memory now and at its peak.
 fn log(verbose: bool, start: &Instant, msg: &str) {
     if verbose {
-        eprintln!("[{:6.1}s] {msg}", start.elapsed().as_secs_f64());
+        eprintln!(
+            "[{:6.1}s {:5.0} MB, peak {:5.0} MB] {msg}",
+            start.elapsed().as_secs_f64(),
+            crate::rss_bytes() as f64 / 1e6,
+            crate::peak_rss_bytes() as f64 / 1e6
+        );
     }
 }
 
@@ -109,9 +125,15 @@ fn share(n: usize, of: usize) -> f64 {
 pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     let start = Instant::now();
     let v = opts.verbose;
+    // Refused before any work: --dvc without the command.
+    let dvc_command = opts.dvc.then(Dvc::find).transpose()?;
     let path = data::locate(opts.data.as_deref());
     log(v, &start, &format!("loading {}", path.display()));
-    let l = data::load(&path)?;
+    let l = if opts.sample {
+        data::load_sample(&path)?
+    } else {
+        data::load(&path)?
+    };
     let d = experiment::derive(&l);
     let commits = experiment::commits(&l, &d);
     let customer = opts.customer as f64;
@@ -179,6 +201,15 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     let mut prev_rows = 0usize;
     let mut tp_seconds = 0.0f64;
     let mut layout_seconds = 0.0f64;
+    // Each file's rows read back, by id, for the tags and the last version.
+    let mut cache = HashMap::new();
+    let mut dvc = match dvc_command {
+        Some(command) => {
+            log(v, &start, "versioning the month files with dvc too");
+            Some(Dvc::start(command, &work.path().join("dvc"))?)
+        }
+        None => None,
+    };
 
     for (ci, c) in commits.iter().enumerate() {
         let old_content = content;
@@ -263,6 +294,9 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
             month_changed
         })?;
         layout_seconds += t.elapsed().as_secs_f64();
+        if let Some(dvc) = dvc.as_mut() {
+            dvc.version(&month.current)?;
+        }
         // Week 0 creates its month file; rewrites start in week 1.
         if matches!(c.kind, Kind::Weekly | Kind::LinesOnly | Kind::LateReturns) {
             week_rewrites
@@ -348,6 +382,17 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
             repo_py
                 .create_ref(RefKind::Tag, &name, "main", "training set")
                 .await?;
+            // Read back now, while the layouts hold this version's files,
+            // rather than keeping eight versions' bytes to the end.
+            let mut layout_read_back = BTreeMap::new();
+            for (layout, files) in [
+                ("month", files_of(month.current.values())),
+                ("week", files_of(week.current.values())),
+                ("changes", files_of(changes.files.values().map(|f| &f.rec))),
+            ] {
+                let (h, _, _) = read_back(&files, layout == "changes", &mut cache)?;
+                layout_read_back.insert(layout, h == content);
+            }
             let mut cust_content = ContentHash::EMPTY;
             let mut cust_rows = 0;
             for &i in &state.order {
@@ -366,11 +411,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
                 customer_content: cust_content,
                 customer_rows: cust_rows,
                 rows: state.rows as u64,
-                layout_files: BTreeMap::from([
-                    ("month", files_of(month.current.values())),
-                    ("week", files_of(week.current.values())),
-                    ("changes", files_of(changes.files.values().map(|f| &f.rec))),
-                ]),
+                layout_read_back,
                 tablepin: id,
             });
         }
@@ -390,10 +431,10 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
 
     let n_versions = commits.len();
     let last = n_versions - 1;
+    let dvc_check = dvc.map(|d| dvc_figures(&d, &month.history)).transpose()?;
     let head = repo.resolve("main").await?;
 
     // Reading the last version.
-    let mut cache = HashMap::new();
     let month_last = files_of(month.current.values());
     let week_last = files_of(week.current.values());
     let changes_last = files_of(changes.files.values().map(|f| &f.rec));
@@ -417,26 +458,19 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     // Tags read back from every layout.
     let mut read_back_of: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut tag_rows = Vec::new();
-    for t in &mut tags {
+    for t in &tags {
         let mut row =
             json!({"week": t.week, "rows": t.rows, "content_hash": t.content.to_string()});
-        // The tag's file bytes are needed for this read only.
-        for (layout, files) in std::mem::take(&mut t.layout_files) {
-            let files = &files;
-            let (h, _, _) = read_back(files, layout == "changes", &mut cache)?;
+        for (&layout, &exact) in &t.layout_read_back {
             let e = read_back_of.entry(layout).or_default();
             e.1 += 1;
-            if h == t.content {
-                e.0 += 1;
-            }
-            row[layout] = json!(h == t.content);
+            e.0 += u64::from(exact);
+            row[layout] = json!(exact);
             if layout == "month" {
                 let c = read_back_of.entry("copy").or_default();
                 c.1 += 1;
-                if h == t.content {
-                    c.0 += 1;
-                }
-                row["copy"] = json!(h == t.content);
+                c.0 += u64::from(exact);
+                row["copy"] = json!(exact);
             }
         }
         let tr = repo.read_version(&t.tablepin, "sales", None).await?;
@@ -632,7 +666,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     let (tp_stored, tp_blobs_stored) = repo.stored().await?;
     let tp_files_stored = count_data_blobs(&repo).await?;
     // tablepin: erase the customer from every kept version, then the rules.
-    let before_holding = holding_customer(&repo, customer).await?;
+    let before_holding = holding_customer(&repo, customer).await?.len();
     log(v, &start, "holders before erasure counted");
     let erase = repo
         .erase_plan(&tablepin::EraseOptions {
@@ -647,6 +681,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     let er = repo.erase_apply(erase).await?;
     log(v, &start, &format!("erased in {:.2}s", er.seconds));
     let mut tp_retention = serde_json::Map::new();
+    let mut tp_holding = BTreeSet::new();
     let expected_after: Vec<ContentHash> = tags
         .iter()
         .map(|t| {
@@ -698,7 +733,11 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
             }
         }
         log(v, &start, &format!("{rule}: tags checked"));
-        let holding = holding_customer(&r, customer).await?;
+        let holders = holding_customer(&r, customer).await?;
+        let holding = holders.len();
+        if rule == "all" {
+            tp_holding = holders;
+        }
         log(v, &start, &format!("{rule}: holders counted"));
         tp_retention.insert(
             rule.to_string(),
@@ -711,6 +750,40 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     }
     retention.insert("tablepin".into(), Value::Object(tp_retention));
     log(v, &start, "tablepin retention done");
+
+    // The playground: every layout's files and versions, its arithmetic
+    // checked against the retention just measured before it is written.
+    let tag_versions: Vec<(String, usize)> = tags
+        .iter()
+        .map(|t| (format!("week-{}", t.week), t.version_index))
+        .collect();
+    let holds = |id: &ObjectId, hist: &crate::layouts::History| {
+        hist.stored
+            .get(id)
+            .is_some_and(|s| s.1.iter().any(|i| erased_set.contains(i)))
+    };
+    let mut layouts = Vec::new();
+    for (name, hist) in [
+        ("month", &month.history),
+        ("week", &week.history),
+        ("changes", &changes.history),
+    ] {
+        layouts.push(Layout::new(
+            name,
+            &hist.versions,
+            |id| hist.stored.get(id).map(|s| s.0),
+            |id| holds(id, hist),
+        )?);
+    }
+    layouts.push(tablepin_layout(&repo, &tag_versions, &tp_holding).await?);
+    let playground = Playground {
+        versions: n_versions,
+        tags: tag_versions,
+        layouts,
+    };
+    let page = playground.html();
+    let playground_check = check_presets(&playground, &rules, &retention)?;
+    log(v, &start, "playground written and checked");
 
     let (tp_py_stored, _) = repo_py.stored().await?;
     let (tp_after_erase, tp_blobs_after) = repo.stored().await?;
@@ -789,6 +862,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     let seconds = start.elapsed().as_secs_f64();
     let results = json!({
         "data": path.display().to_string(),
+        "sample": opts.sample,
         "sale_lines": d.sales.len(),
         "cancellations": d.cancellations,
         "returns_matched": d.returns.len(),
@@ -851,10 +925,12 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         "seconds": seconds,
         "peak_rss_bytes": crate::peak_rss_bytes(),
         "repository": KEPT_REPOSITORY,
+        "dvc": dvc_check,
+        "playground": {"file": PLAYGROUND, "bytes": page.len(), "presets_checked": playground_check},
     });
     drop((repo, repo_py));
     keep_repository(&repo_path, &opts.out.join(KEPT_REPOSITORY))?;
-    write_outputs(&opts.out, &results)?;
+    write_outputs(&opts.out, &results, &page)?;
     drop(work);
     let _ = last;
     Ok(results)
@@ -917,6 +993,65 @@ pub async fn tablepin_only(data_path: &Path, dir: &Path) -> Result<Repo, LabErro
         }
     }
     Ok(repo)
+}
+
+/// What real DVC stored for the month layout, beside the layout: the
+/// same files, to the byte, or an error.
+fn dvc_figures(dvc: &Dvc, month: &crate::layouts::History) -> Result<Value, LabError> {
+    let remote = dvc.remote()?;
+    let (files, bytes) = (month.stored.len() as u64, month.stored_bytes);
+    if (remote.files, remote.bytes) != (files, bytes) {
+        return Err(LabError::Other(format!(
+            "dvc's remote holds {} files of {} bytes, the month layout {files} files of {bytes} bytes",
+            remote.files, remote.bytes
+        )));
+    }
+    Ok(json!({
+        "versions": dvc.versions, "remote_files": remote.files, "remote_bytes": remote.bytes,
+        "listings": remote.listings, "listing_bytes": remote.listing_bytes,
+        "month_files": files, "month_bytes": bytes, "matches_month": true, "dvc_seconds": dvc.seconds,
+    }))
+}
+
+/// The tablepin layout of the playground: main's versions oldest first
+/// (after the erasure, which rewrote them), each as the blobs it needs,
+/// which is what `gc` keeps for it.
+async fn tablepin_layout(
+    repo: &Repo,
+    tags: &[(String, usize)],
+    holding: &BTreeSet<ObjectId>,
+) -> Result<Layout, LabError> {
+    let sizes: HashMap<ObjectId, u64> = repo
+        .store()
+        .list_blobs()
+        .await
+        .map_err(tablepin::Error::from)?
+        .into_iter()
+        .map(|b| (b.id, b.size))
+        .collect();
+    let mut chain = repo.log("main").await?;
+    chain.reverse();
+    let mut versions = Vec::with_capacity(chain.len());
+    for e in &chain {
+        versions.push(repo.blobs_of(&e.id).await?.into_iter().collect());
+    }
+    // The tags name these versions by number: each must be where the
+    // tag's rewritten version stands.
+    for (name, n) in tags {
+        let id = repo.resolve(name).await?;
+        if chain.get(*n).map(|e| e.id) != Some(id) {
+            return Err(LabError::Other(format!(
+                "playground: tag {name} names {}, not main's version {n}",
+                id.short(12)
+            )));
+        }
+    }
+    Layout::new(
+        "tablepin",
+        &versions,
+        |id| sizes.get(id).copied(),
+        |id| holding.contains(id),
+    )
 }
 
 fn n_index(i: usize) -> usize {
@@ -999,7 +1134,7 @@ fn as_of(l: &Lines, d: &Derived, today: &State, tags: &[Tag]) -> Vec<Value> {
 
 /// The repository's stored Parquet blobs (data files), each read and
 /// verified.
-async fn data_blobs(repo: &Repo) -> Result<Vec<Bytes>, LabError> {
+async fn data_blobs(repo: &Repo) -> Result<Vec<(ObjectId, Bytes)>, LabError> {
     let ids: Vec<ObjectId> = repo
         .store()
         .list_blobs()
@@ -1013,18 +1148,19 @@ async fn data_blobs(repo: &Repo) -> Result<Vec<Bytes>, LabError> {
         .get_blobs(&ids)
         .await
         .map_err(tablepin::Error::from)?;
-    Ok(blobs
+    Ok(ids
         .into_iter()
-        .filter(|b| b.len() >= 4 && &b[..4] == b"PAR1")
+        .zip(blobs)
+        .filter(|(_, b)| b.len() >= 4 && &b[..4] == b"PAR1")
         .collect())
 }
 
 /// Stored data blobs of a repository that hold a row of the customer,
 /// found by reading every Parquet blob (the lab's own check, independent of
 /// the engine's fingerprints).
-async fn holding_customer(repo: &Repo, customer: f64) -> Result<u64, LabError> {
-    let mut n = 0;
-    for bytes in data_blobs(repo).await? {
+async fn holding_customer(repo: &Repo, customer: f64) -> Result<BTreeSet<ObjectId>, LabError> {
+    let mut out = BTreeSet::new();
+    for (id, bytes) in data_blobs(repo).await? {
         let builder =
             parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?;
         let Ok(col) = builder.schema().index_of("Customer_ID") else {
@@ -1042,9 +1178,11 @@ async fn holding_customer(repo: &Repo, customer: f64) -> Result<u64, LabError> {
                 }
             }
         }
-        n += u64::from(hit);
+        if hit {
+            out.insert(id);
+        }
     }
-    Ok(n)
+    Ok(out)
 }
 
 async fn count_data_blobs(repo: &Repo) -> Result<u64, LabError> {
@@ -1076,7 +1214,7 @@ pub fn copy_dir(from: &Path, to: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
-fn write_outputs(out: &Path, results: &Value) -> Result<(), LabError> {
+fn write_outputs(out: &Path, results: &Value, page: &str) -> Result<(), LabError> {
     let w = |name: &str, bytes: &[u8]| -> Result<(), LabError> {
         std::fs::write(out.join(name), bytes).map_err(|e| LabError::Output {
             path: out.join(name).display().to_string(),
@@ -1085,6 +1223,7 @@ fn write_outputs(out: &Path, results: &Value) -> Result<(), LabError> {
     };
     let json = serde_json::to_vec_pretty(results).map_err(|e| LabError::Other(e.to_string()))?;
     w("results.json", &json)?;
+    w(PLAYGROUND, page.as_bytes())?;
     w("report.md", crate::charts::report(results).as_bytes())?;
     crate::charts::charts(out, results)?;
     Ok(())

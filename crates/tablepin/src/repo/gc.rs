@@ -162,6 +162,16 @@ impl Repo {
         Ok(v)
     }
 
+    /// The blobs a version needs to stay readable, and so the blobs `gc`
+    /// keeps for it: its record, its table snapshots, their data files and
+    /// deletion vectors (a pack once, however many files it serves). What
+    /// a retention rule keeps is the union of its kept versions' sets.
+    pub async fn blobs_of(&self, id: &VersionId) -> Result<BTreeSet<ObjectId>> {
+        let mut out = HashSet::new();
+        self.reach(id, &mut out).await?;
+        Ok(out.into_iter().collect())
+    }
+
     /// Every blob a version needs, with what it is (see [`Need`]): the
     /// version record and its snapshots are read (and so verified), the
     /// data files and deletion vectors are named with their sizes.
