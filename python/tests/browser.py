@@ -40,7 +40,8 @@ class Chromium:
              "--disable-background-networking", "--disable-component-update",
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
              f"--user-data-dir={self.profile}", f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=self.log)
+            # Its own temporary files go into the profile, removed at close.
+            stdout=subprocess.DEVNULL, stderr=self.log, env={**os.environ, "TMPDIR": self.profile})
         self.events = []
         self.next_id = 0
         try:
