@@ -541,6 +541,12 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
 
     // The erased customer's lines in the layouts.
     let erased_set: HashSet<u32> = erased_lines.iter().copied().collect();
+    // A layout's stored file holds a line of the erased customer.
+    let holds = |id: &ObjectId, hist: &crate::layouts::History| {
+        hist.stored
+            .get(id)
+            .is_some_and(|s| s.1.iter().any(|i| erased_set.contains(i)))
+    };
     let erase_months: BTreeSet<i64> = erased_lines
         .iter()
         .map(|&i| month_of(l.time[i as usize]))
@@ -595,15 +601,8 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
                 }
                 shares.push(share(kept_b as usize, total as usize));
             }
-            let holding: Vec<ObjectId> = kept
-                .iter()
-                .filter(|id| {
-                    hist.stored
-                        .get(id)
-                        .is_some_and(|s| s.1.iter().any(|i| erased_set.contains(i)))
-                })
-                .copied()
-                .collect();
+            let holding: Vec<ObjectId> =
+                kept.iter().filter(|id| holds(id, hist)).copied().collect();
             per_rule.insert(
                 rule.to_string(),
                 json!({"bytes": bytes, "tags_readable": readable, "tag_bytes_kept": shares, "files_holding_erased": holding.len()}),
@@ -757,11 +756,6 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         .iter()
         .map(|t| (format!("week-{}", t.week), t.version_index))
         .collect();
-    let holds = |id: &ObjectId, hist: &crate::layouts::History| {
-        hist.stored
-            .get(id)
-            .is_some_and(|s| s.1.iter().any(|i| erased_set.contains(i)))
-    };
     let mut layouts = Vec::new();
     for (name, hist) in [
         ("month", &month.history),
