@@ -31,7 +31,8 @@ pub struct Cli {
     pub json: bool,
 
     /// After the command, print on stderr the requests it made of the
-    /// repository's store (GET, HEAD, PUT, LIST, DELETE, bytes).
+    /// repository's store (GET, HEAD, PUT, LIST, DELETE, bytes). Set
+    /// TABLEPIN_TRACE_REQUESTS=1 to see each request as it is made.
     #[arg(long, global = true)]
     pub stats: bool,
 

@@ -42,7 +42,9 @@ async fn open(
     let fault = std::env::var("TABLEPIN_FAULT_AFTER_WRITES")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
-    let mut store = Repo::store_at(&location)?.with_fault_after(fault);
+    let mut store = Repo::store_at(&location)?
+        .with_fault_after(fault)
+        .with_memo(tablepin::store::memo::COMMAND_BYTES);
     if let Ok(spec) = std::env::var("TABLEPIN_FAULTS") {
         let plan = tablepin::store::faults::FaultPlan::parse(&spec).ok_or_else(|| {
             usage(format!(
@@ -166,15 +168,22 @@ async fn init(repo: &Option<String>, a: InitArgs, json_out: bool, stats: bool) -
     } else {
         WriteSettings::default()
     };
-    let r = Repo::init(&location, settings).await?;
-    if json_out {
-        output::json(&json!({ "repository": location, "write": r.config().write }))?;
-    } else {
-        outln!("Initialized an empty tablepin repository in {location}");
+    let store = Repo::store_for_init(&location)?;
+    // Taken before the attempt, so that a failed init (a store without
+    // put-if-absent, a repository already there) still reports its requests.
+    let counts = store.stats();
+    let made = Repo::init_store(store, settings).await;
+    if let Ok(r) = &made {
+        if json_out {
+            output::json(&json!({ "repository": location, "write": r.config().write }))?;
+        } else {
+            outln!("Initialized an empty tablepin repository in {location}");
+        }
     }
     if stats {
-        print_stats(&r.store().stats(), json_out);
+        print_stats(&counts, json_out);
     }
+    made?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -213,6 +213,15 @@ fn errors_name_what_failed_and_change_nothing() {
 
     // Repository.
     p.fails_unchanged(&["init"], 4, "exists already");
+    // A failed init still says what it asked of the store (it printed
+    // nothing before the init was split from opening its store).
+    let again = p.run(&["--stats", "init"]);
+    assert_eq!(again.code, Some(4), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("exists already") && again.stderr.contains("requests:"),
+        "{}",
+        again.stderr
+    );
     let elsewhere = tempfile::tempdir().unwrap();
     let r = std::process::Command::new(env!("CARGO_BIN_EXE_tablepin"))
         .args(["log"])

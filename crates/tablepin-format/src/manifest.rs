@@ -267,6 +267,13 @@ pub struct RefEntry {
     pub author: String,
     /// Why: "commit", "tag", "erase: …", a tag message.
     pub message: String,
+    /// The target version's tables (name to snapshot id), where the writer
+    /// recorded them: the next commit on the ref then starts from the
+    /// snapshot without reading the version record (one request fewer on
+    /// a bucket). `None` in entries written without them (older ones,
+    /// deletions, tags), and then the version record is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<BTreeMap<String, ObjectId>>,
 }
 formatted!(RefEntry);
 

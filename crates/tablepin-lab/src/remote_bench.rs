@@ -148,19 +148,17 @@ pub async fn run(
 
 /// The requests each command makes on the bucket: init, then 100 commits
 /// of one new row each (the last one counted), `log` of the 100 versions,
-/// `verify`, a gc keeping the last 10, and an erasure of one row.
+/// `verify`, a gc keeping the last 10, and an erasure of one row. Each
+/// command gets its own store, as the command line opens one per command:
+/// the repository's config read, no local cache, and the command's memo of
+/// the blobs it read (`tablepin_store::memo`).
 async fn command_costs(location: &str) -> Result<Value, LabError> {
-    let store = Store::open(location)
-        .map_err(tablepin::Error::from)?
-        .with_cache(None);
-    let mut meter = Meter {
-        stats: store.stats(),
-        before: store.requests(),
-        costs: serde_json::Map::new(),
-    };
-    let repo = Repo::init_store(store, WriteSettings::default()).await?;
-    meter.mark(Some("init"));
+    let mut costs = serde_json::Map::new();
+    let (store, stats) = command_store(location)?;
+    Repo::init_store(store, WriteSettings::default()).await?;
+    costs.insert("init".into(), json!(stats.requests()));
     for i in 0..100 {
+        let (repo, stats) = command_repo(location).await?;
         let rows = tablepin_datagen::sales(i, 1, i as u64);
         let opts = CommitOptions {
             key: Some(vec!["id".into()]),
@@ -174,12 +172,23 @@ async fn command_costs(location: &str) -> Result<Value, LabError> {
         };
         repo.commit("sales", rows.schema(), vec![rows], &opts)
             .await?;
-        meter.mark((i == 99).then_some("commit (1 row appended, 100th version)"));
+        if i == 99 {
+            costs.insert(
+                "commit (1 row appended, 100th version)".into(),
+                json!(stats.requests()),
+            );
+        }
     }
+    let (repo, stats) = command_repo(location).await?;
     let log = repo.log("main").await?;
-    meter.mark(Some(&format!("log ({} versions)", log.len())));
+    costs.insert(
+        format!("log ({} versions)", log.len()),
+        json!(stats.requests()),
+    );
+    let (repo, stats) = command_repo(location).await?;
     repo.verify(&tablepin::NoProgress).await?;
-    meter.mark(Some("verify"));
+    costs.insert("verify".into(), json!(stats.requests()));
+    let (repo, stats) = command_repo(location).await?;
     let plan = repo
         .gc_plan(&tablepin::GcPolicy {
             keep_last: Some(10),
@@ -188,7 +197,8 @@ async fn command_costs(location: &str) -> Result<Value, LabError> {
         })
         .await?;
     repo.gc_apply(plan).await?;
-    meter.mark(Some("gc (keep the last 10)"));
+    costs.insert("gc (keep the last 10)".into(), json!(stats.requests()));
+    let (repo, stats) = command_repo(location).await?;
     let plan = repo
         .erase_plan(&tablepin::EraseOptions {
             table: "sales".into(),
@@ -197,25 +207,23 @@ async fn command_costs(location: &str) -> Result<Value, LabError> {
         })
         .await?;
     repo.erase_apply(plan).await?;
-    meter.mark(Some("erase (1 row)"));
-    Ok(Value::Object(meter.costs))
+    costs.insert("erase (1 row)".into(), json!(stats.requests()));
+    Ok(Value::Object(costs))
 }
 
-/// Requests counted step by step.
-struct Meter {
-    stats: tablepin::store::StoreStats,
-    before: tablepin::store::RequestCounts,
-    costs: serde_json::Map<String, Value>,
+/// A store for one command, as the command line opens it, and a handle on
+/// its request counts.
+fn command_store(location: &str) -> Result<(Store, tablepin::store::StoreStats), LabError> {
+    let store = Store::open(location)
+        .map_err(tablepin::Error::from)?
+        .with_cache(None)
+        .with_memo(tablepin::store::memo::COMMAND_BYTES);
+    let stats = store.stats();
+    Ok((store, stats))
 }
 
-impl Meter {
-    /// Ends a step: records its requests under `name`, or forgets them.
-    fn mark(&mut self, name: Option<&str>) {
-        let now = self.stats.requests();
-        if let Some(name) = name {
-            self.costs
-                .insert(name.to_string(), json!(now.since(&self.before)));
-        }
-        self.before = now;
-    }
+/// The repository opened for one command (see [`command_store`]).
+async fn command_repo(location: &str) -> Result<(Repo, tablepin::store::StoreStats), LabError> {
+    let (store, stats) = command_store(location)?;
+    Ok((Repo::open_store(store).await?, stats))
 }

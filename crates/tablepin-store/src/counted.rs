@@ -40,8 +40,10 @@ pub struct RequestCounts {
     pub bytes_read: u64,
     /// Bytes sent by PUTs.
     pub bytes_written: u64,
-    /// GETs of what this store had already read (the same object, the same
-    /// range): a command should ask once for what it holds.
+    /// GETs of a blob this store had already read (the same object, the
+    /// same range): blobs never change, so a command should ask once for
+    /// what it holds. A ref or document read again is not counted: it may
+    /// have changed, and reading it again is how a command checks.
     pub repeated: u64,
 }
 
@@ -110,6 +112,9 @@ fn add(c: &AtomicU64, n: u64) {
 pub struct Counted {
     inner: Arc<dyn ObjectStore>,
     counters: Arc<Counters>,
+    /// `TABLEPIN_TRACE_REQUESTS` is set: each request is also printed on
+    /// stderr, as it is made (which object, which range).
+    trace: bool,
 }
 
 impl Counted {
@@ -118,6 +123,7 @@ impl Counted {
         Self {
             inner,
             counters: Arc::default(),
+            trace: std::env::var_os("TABLEPIN_TRACE_REQUESTS").is_some(),
         }
     }
 
@@ -135,6 +141,20 @@ impl Counted {
             bytes_read: get(&c.bytes_read),
             bytes_written: get(&c.bytes_written),
             repeated: get(&c.repeated),
+        }
+    }
+
+    /// Prints a request on stderr when tracing.
+    fn note(&self, what: &str, location: &Path, bytes: usize) {
+        if self.trace {
+            eprintln!("tablepin: request {what} {location} ({bytes} bytes)");
+        }
+    }
+
+    fn note_list(&self, prefix: Option<&Path>) {
+        if self.trace {
+            let prefix = prefix.map(Path::as_ref).unwrap_or("");
+            eprintln!("tablepin: request LIST {prefix}/");
         }
     }
 
@@ -176,6 +196,7 @@ impl ObjectStore for Counted {
             &self.counters.bytes_written,
             payload.content_length() as u64,
         );
+        self.note("PUT", location, payload.content_length());
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -191,17 +212,24 @@ impl ObjectStore for Counted {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head {
             add(&self.counters.head, 1);
+            self.note("HEAD", location, 0);
         } else {
             add(&self.counters.get, 1);
+            let blob = location.as_ref().starts_with("objects/");
             let what = (location.clone(), format!("{:?}", options.range));
-            if let Ok(mut read) = self.counters.read.lock() {
+            if let (true, Ok(mut read)) = (blob, self.counters.read.lock()) {
                 if !read.insert(what) {
                     add(&self.counters.repeated, 1);
                 }
             }
         }
+        let head = options.head;
         let got = self.inner.get_opts(location, options).await?;
         add(&self.counters.bytes_read, got.range.end - got.range.start);
+        if !head {
+            let (start, end) = (got.range.start, got.range.end);
+            self.note("GET", location, (end - start) as usize);
+        }
         Ok(got)
     }
 
@@ -227,11 +255,20 @@ impl ObjectStore for Counted {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         let counters = self.counters.clone();
-        let locations = locations.inspect(move |_| add(&counters.delete, 1)).boxed();
+        let trace = self.trace;
+        let locations = locations
+            .inspect(move |l| {
+                add(&counters.delete, 1);
+                if let (true, Ok(l)) = (trace, l) {
+                    eprintln!("tablepin: request DELETE {l}");
+                }
+            })
+            .boxed();
         self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.note_list(prefix);
         self.paged(self.inner.list(prefix))
     }
 
@@ -240,11 +277,13 @@ impl ObjectStore for Counted {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.note_list(prefix);
         self.paged(self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         add(&self.counters.list, 1);
+        self.note_list(prefix);
         self.inner.list_with_delimiter(prefix).await
     }
 

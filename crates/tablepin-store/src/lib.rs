@@ -51,6 +51,7 @@ use tablepin_format::{ObjectId, RefEntry, RefKind};
 pub mod cache;
 pub mod counted;
 pub mod faults;
+pub mod memo;
 pub mod remote;
 
 pub use counted::RequestCounts;
@@ -280,6 +281,8 @@ pub struct Store {
     faults: Option<Arc<AtomicU64>>,
     /// Verified blobs kept on this machine (repositories in a bucket).
     cache: Option<cache::BlobCache>,
+    /// Blobs this command read from the store and checked (see [`memo`]).
+    memo: Option<Arc<memo::Memo>>,
     /// Cached copies found damaged (and dropped, and fetched again).
     cache_repairs: std::sync::Mutex<Vec<ObjectId>>,
     location: String,
@@ -422,6 +425,7 @@ impl Store {
             counted,
             faults: None,
             cache: None,
+            memo: None,
             cache_repairs: std::sync::Mutex::default(),
             location: location.to_string(),
             writes: AtomicU64::new(0),
@@ -482,6 +486,14 @@ impl Store {
         self.counted = counted::Counted::new(wrapper);
         self.os = Arc::new(self.counted.clone());
         self.inline_reads = false;
+        self
+    }
+
+    /// Keeps the blobs read from the store and checked in memory, up to
+    /// `limit` bytes, for the rest of this store's life: for a process that
+    /// runs one command (see [`memo`] for why not for longer ones).
+    pub fn with_memo(mut self, limit: u64) -> Self {
+        self.memo = Some(Arc::new(memo::Memo::new(limit)));
         self
     }
 
@@ -747,6 +759,10 @@ impl Store {
     /// (checked, since the cache hashes what it reads), else from the store
     /// (not yet: [`Store::check_read`] does it, once).
     async fn read_blob(&self, id: &ObjectId, cached: bool) -> Result<(Bytes, bool)> {
+        // Read from the store and checked by this command already.
+        if let Some(bytes) = self.memo.as_ref().and_then(|m| m.get(id)) {
+            return Ok((bytes, true));
+        }
         if let (true, Some(cache)) = (cached, &self.cache) {
             match cache.get(id) {
                 Ok(Some(bytes)) => return Ok((bytes, true)),
@@ -770,6 +786,9 @@ impl Store {
         check_blob(id, ObjectId::of(bytes))?;
         if let (true, Some(cache)) = (cached, &self.cache) {
             cache.put(id, bytes);
+        }
+        if let Some(memo) = &self.memo {
+            memo.put(id, bytes);
         }
         Ok(())
     }
@@ -887,6 +906,9 @@ impl Store {
         let path = Self::blob_path(id);
         if let Some(cache) = &self.cache {
             cache.remove(id);
+        }
+        if let Some(memo) = &self.memo {
+            memo.forget(id);
         }
         match retried(|_| self.os.delete(&path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),

@@ -11,6 +11,7 @@ fn entry(seq: u64, target: Option<VersionId>) -> RefEntry {
         time_ms: 0,
         author: "t".into(),
         message: "m".into(),
+        tables: None,
     }
 }
 

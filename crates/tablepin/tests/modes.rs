@@ -730,3 +730,49 @@ async fn library_messages_name_no_command_line_flags() {
         .unwrap_err();
     assert!(!e.to_string().contains("--"), "{e}");
 }
+
+/// A commit starts from the snapshot its branch head's ref entry records,
+/// without reading the parent's version record (one request fewer on a
+/// bucket); `verify` holds each head entry's record to its version.
+#[tokio::test]
+async fn a_commit_starts_from_the_tables_its_head_entry_records() {
+    let (_dir, r) = repo().await;
+    let first = put(&r, named(0..3), Mode::Overwrite).await.unwrap();
+    // The head's version record, gone: a commit that read it would fail.
+    let path = r.store().local_blob_path(&first.version.0).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let second = put(&r, named(3..5), Mode::Append).await.unwrap();
+    assert_eq!(second.parent, Some(first.version));
+    std::fs::write(&path, bytes).unwrap();
+    assert_eq!(head(&r).await, named(0..5));
+    let report = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+    // A head entry recording other tables than its version's is named.
+    let entry = r
+        .store()
+        .ref_head(RefKind::Branch, "main")
+        .await
+        .unwrap()
+        .unwrap();
+    let old_tables = r.version(&first.version).await.unwrap().tables;
+    let wrong = tablepin::format::RefEntry {
+        seq: entry.seq + 1,
+        tables: Some(old_tables),
+        ..entry
+    };
+    r.store()
+        .append_ref(RefKind::Branch, "main", &wrong)
+        .await
+        .unwrap();
+    let report = r.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("records tables") && p.contains("refs/branches/main/00000003")),
+        "{:?}",
+        report.problems
+    );
+}

@@ -344,7 +344,8 @@ pub struct TableRead {
 struct Planned {
     head: Option<RefEntry>,
     parent_id: Option<VersionId>,
-    parent_version: Option<Version>,
+    /// The parent version's tables (name to snapshot id).
+    parent_tables: BTreeMap<String, ObjectId>,
     plan: plan::TablePlan,
 }
 
@@ -458,13 +459,21 @@ impl Repo {
     /// Creates a repository at `location` (a folder, created if missing, or
     /// `memory://`).
     pub async fn init(location: &str, write: WriteSettings) -> Result<Repo> {
+        Self::init_store(Self::store_for_init(location)?, write).await
+    }
+
+    /// The store a new repository at `location` goes into (a local folder
+    /// is created if missing): [`Repo::init`] in two steps, for a caller
+    /// that wants the store's request counts (`Store::stats`) even when
+    /// [`Repo::init_store`] then fails.
+    pub fn store_for_init(location: &str) -> Result<Store> {
         if let Some(folder) = local_folder(location) {
             std::fs::create_dir_all(&folder).map_err(|e| Error::Output {
                 path: location.to_string(),
                 message: e.to_string(),
             })?;
         }
-        Self::init_store(Store::open(location)?, write).await
+        Ok(Store::open(location)?)
     }
 
     /// Creates a repository on a store the caller supplies: any
@@ -693,14 +702,19 @@ impl Repo {
                     .await?
             }
         };
-        let parent_version = match &parent_id {
-            Some(id) => Some(self.version(id).await?),
-            None => None,
+        // The head's entry names the version's tables when its writer
+        // recorded them; otherwise the version record is read.
+        let recorded = head
+            .as_ref()
+            .filter(|h| h.target == parent_id)
+            .and_then(|h| h.tables.clone());
+        let parent_tables = match (&parent_id, recorded) {
+            (Some(_), Some(tables)) => tables,
+            (Some(id), None) => self.version(id).await?.tables,
+            (None, _) => BTreeMap::new(),
         };
-        let parent_snap = match (&parent_id, &parent_version) {
-            (Some(id), Some(v)) if v.tables.contains_key(table) => {
-                Some(self.snapshot_of(id, v, table).await?)
-            }
+        let parent_snap = match (&parent_id, parent_tables.get(table)) {
+            (Some(id), Some(snap_id)) => Some(self.load_snapshot(id, table, snap_id).await?),
             _ => None,
         };
         let plan = plan::plan(
@@ -724,7 +738,7 @@ impl Repo {
         Ok(Planned {
             head,
             parent_id,
-            parent_version,
+            parent_tables,
             plan,
         })
     }
@@ -740,7 +754,7 @@ impl Repo {
         let Planned {
             head,
             parent_id,
-            parent_version,
+            parent_tables: mut tables,
             plan,
         } = p;
         let mut change = TableChange {
@@ -771,10 +785,6 @@ impl Repo {
                 change.blobs_new += 1;
             }
         }
-        let mut tables = parent_version
-            .as_ref()
-            .map(|v| v.tables.clone())
-            .unwrap_or_default();
         tables.insert(table.to_string(), out.id);
         let time_ms = opts.time_ms.unwrap_or_else(now_ms);
         let version = Version {
@@ -844,6 +854,7 @@ impl Repo {
             time_ms: version.time_ms,
             author: self.author.clone(),
             message: format!("commit: {}", version.message),
+            tables: Some(version.tables.clone()),
         };
         match self.store.append_ref(RefKind::Branch, branch, &entry).await {
             Ok(()) => Ok(Some((id, out.bytes))),
@@ -1383,6 +1394,7 @@ impl Repo {
             time_ms: now_ms(),
             author: self.author.clone(),
             message: message.to_string(),
+            tables: None,
         };
         Ok(self.store.append_ref(kind, name, &entry).await?)
     }

@@ -8,7 +8,7 @@
 //! file, so the cost grows with the distinct rows stored, not with the
 //! number of versions.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -28,6 +28,33 @@ use crate::table::{dv, schema_of};
 struct FileHashes {
     rows: Vec<RowHash>,
     sum: ContentHash,
+}
+
+/// A version to check, where it was reached from, and (for a ref's head)
+/// the ref entry's path and the tables it records for the version.
+struct Reached {
+    from: String,
+    id: VersionId,
+    tables: Option<(String, BTreeMap<String, ObjectId>)>,
+}
+
+impl Reached {
+    fn parent(child: &VersionId, id: VersionId) -> Self {
+        Self {
+            from: format!("version {}", child.short(12)),
+            id,
+            tables: None,
+        }
+    }
+}
+
+/// What the walk over versions has done already: snapshots checked, data
+/// files' row hashes, deletion vectors read.
+#[derive(Default)]
+struct Walk {
+    snapshots_done: HashSet<ObjectId>,
+    row_hashes: HashMap<(ObjectId, String), FileHashes>,
+    dv_known: dv::Known,
 }
 
 /// What `verify` checked and found.
@@ -66,13 +93,41 @@ impl Repo {
     pub async fn verify(&self, progress: &dyn Progress) -> Result<VerifyReport> {
         let start = Instant::now();
         let mut r = VerifyReport::default();
+        let bad = self.check_blobs(&mut r, progress).await?;
+        let hash_secs = start.elapsed().as_secs_f64();
+        r.mb_per_s = if hash_secs > 0.0 {
+            r.bytes as f64 / 1e6 / hash_secs
+        } else {
+            0.0
+        };
+
+        // The repository's documents: each is checked on its own, and
+        // every damaged one is named.
+        r.problems.extend(self.check_documents().await?);
+        r.leftovers = self
+            .store()
+            .leftovers()?
+            .into_iter()
+            .map(|l| l.path)
+            .collect();
+        let roots = self.check_refs(&mut r).await?;
+        self.check_versions(roots, &bad, &mut r, progress).await?;
+        r.seconds = start.elapsed().as_secs_f64();
+        Ok(r)
+    }
+
+    /// Reads and hashes every blob against its name, a batch at a time on
+    /// all cores; a batch with a damaged blob is checked again blob by
+    /// blob, so that every damaged blob is named. Returns the damaged ones.
+    async fn check_blobs(
+        &self,
+        r: &mut VerifyReport,
+        progress: &dyn Progress,
+    ) -> Result<HashSet<ObjectId>> {
         let blobs = self.store().list_blobs().await?;
         let total: u64 = blobs.iter().map(|b| b.size).sum();
         progress.begin("verifying blobs", total);
         let mut bad: HashSet<ObjectId> = HashSet::new();
-        // Blobs are read and hashed a batch at a time on all cores; a batch
-        // with a damaged blob is checked again blob by blob, so that every
-        // damaged blob is named.
         let mut batch: Vec<ObjectId> = Vec::new();
         let mut batch_bytes = 0u64;
         for (i, b) in blobs.iter().enumerate() {
@@ -105,24 +160,14 @@ impl Repo {
             batch_bytes = 0;
         }
         progress.end();
-        let hash_secs = start.elapsed().as_secs_f64();
-        r.mb_per_s = if hash_secs > 0.0 {
-            r.bytes as f64 / 1e6 / hash_secs
-        } else {
-            0.0
-        };
+        Ok(bad)
+    }
 
-        // The repository's documents: each is checked on its own, and
-        // every damaged one is named.
-        r.problems.extend(self.check_documents().await?);
-        r.leftovers = self
-            .store()
-            .leftovers()?
-            .into_iter()
-            .map(|l| l.path)
-            .collect();
-        // Refs (every entry of every log) and the versions they reach.
-        let mut roots: Vec<(String, VersionId)> = Vec::new();
+    /// Checks every entry of every ref log; returns the versions the refs
+    /// name now, each with where it was reached from and the tables its
+    /// head entry records (which must be the version's).
+    async fn check_refs(&self, r: &mut VerifyReport) -> Result<Vec<Reached>> {
+        let mut roots = Vec::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
             for name in self.store().ref_names(kind).await? {
                 r.refs += 1;
@@ -137,24 +182,36 @@ impl Repo {
                         Err(e) => r.problems.push(format!("ref entry {e}")),
                     }
                 }
-                if let Some((_, _, Ok(head))) = entries.last() {
-                    roots.extend(
-                        head.target
-                            .map(|t| (format!("{} '{name}'", super::kind_name(kind)), t)),
-                    );
+                if let Some((_, path, Ok(head))) = entries.last() {
+                    roots.extend(head.target.map(|t| Reached {
+                        from: format!("{} '{name}'", super::kind_name(kind)),
+                        id: t,
+                        tables: head.tables.clone().map(|tables| (path.clone(), tables)),
+                    }));
                 }
             }
         }
+        Ok(roots)
+    }
+
+    /// Walks the versions from `roots` along their parents (through
+    /// tombstones and erasures' replacements), decoding each and checking
+    /// each distinct table snapshot's rows.
+    async fn check_versions(
+        &self,
+        roots: Vec<Reached>,
+        bad: &HashSet<ObjectId>,
+        r: &mut VerifyReport,
+        progress: &dyn Progress,
+    ) -> Result<()> {
         // A damaged audit record was named above; the others still map
         // the versions they replaced.
         let (replaced, _) = self.replacements_checked().await?;
         let mut seen = BTreeSet::new();
-        let mut todo: Vec<(String, VersionId)> = roots;
-        let mut snapshots_done: HashSet<ObjectId> = HashSet::new();
-        let mut row_hashes: HashMap<(ObjectId, String), FileHashes> = HashMap::new();
-        let mut dv_known = dv::Known::new();
+        let mut todo = roots;
+        let mut walk = Walk::default();
         progress.begin("checking versions", 0);
-        while let Some((from, id)) = todo.pop() {
+        while let Some(Reached { from, id, tables }) = todo.pop() {
             if !seen.insert(id) {
                 continue;
             }
@@ -174,19 +231,13 @@ impl Repo {
                         // Expired by gc: its tombstone names its parents.
                         Ok(Some(t)) if missing => {
                             r.expired += 1;
-                            todo.extend(
-                                t.parents
-                                    .into_iter()
-                                    .map(|p| (format!("version {}", id.short(12)), p)),
-                            );
+                            todo.extend(t.parents.into_iter().map(|p| Reached::parent(&id, p)));
                         }
                         // Named among the documents above.
                         Err(_) => {}
                         _ => match replaced.get(&id) {
                             // An erasure replaced it; its replacement stands in.
-                            Some(new) if missing => {
-                                todo.push((format!("version {}", id.short(12)), *new));
-                            }
+                            Some(new) if missing => todo.push(Reached::parent(&id, *new)),
                             _ => r.problems.push(format!(
                                 "version {id} (reached from {from}) is unreadable: {e}"
                             )),
@@ -195,50 +246,68 @@ impl Repo {
                     continue;
                 }
             };
+            if let Some((path, recorded)) = tables.filter(|(_, t)| *t != v.tables) {
+                r.problems.push(format!(
+                    "ref entry {path} records tables {recorded:?} for version {id}, whose tables are {:?}; a commit on it would start from the wrong snapshots",
+                    v.tables
+                ));
+            }
             r.versions += 1;
             progress.advance(1);
             for (table, sid) in &v.tables {
-                if !snapshots_done.insert(*sid) {
-                    continue;
-                }
-                let snap: TableSnapshot = match self.store().get_blob(sid).await {
-                    Ok(b) => match decode_manifest("table snapshot", &b) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            r.problems.push(format!("table '{table}' of version {id}: snapshot {sid} does not decode: {e}"));
-                            continue;
-                        }
-                    },
-                    Err(e) => {
-                        r.problems
-                            .push(format!("table '{table}' of version {id}: {e}"));
-                        continue;
-                    }
-                };
-                r.snapshots += 1;
-                if let Err(p) = self
-                    .check_snapshot(
-                        &snap,
-                        &bad,
-                        &mut row_hashes,
-                        &mut dv_known,
-                        &mut r.rows_hashed,
-                    )
-                    .await
-                {
-                    r.problems
-                        .push(format!("table '{table}' of version {id}: {p}"));
-                }
+                self.check_table(&id, table, sid, bad, &mut walk, r).await?;
             }
-            todo.extend(
-                v.parents
-                    .iter()
-                    .map(|p| (format!("version {}", id.short(12)), *p)),
-            );
+            todo.extend(v.parents.iter().map(|p| Reached::parent(&id, *p)));
         }
         progress.end();
-        r.seconds = start.elapsed().as_secs_f64();
-        Ok(r)
+        Ok(())
+    }
+
+    /// Checks one table snapshot of a version, once however many versions
+    /// share it.
+    async fn check_table(
+        &self,
+        id: &VersionId,
+        table: &str,
+        sid: &ObjectId,
+        bad: &HashSet<ObjectId>,
+        walk: &mut Walk,
+        r: &mut VerifyReport,
+    ) -> Result<()> {
+        if !walk.snapshots_done.insert(*sid) {
+            return Ok(());
+        }
+        let snap: TableSnapshot = match self.store().get_blob(sid).await {
+            Ok(b) => match decode_manifest("table snapshot", &b) {
+                Ok(s) => s,
+                Err(e) => {
+                    r.problems.push(format!(
+                        "table '{table}' of version {id}: snapshot {sid} does not decode: {e}"
+                    ));
+                    return Ok(());
+                }
+            },
+            Err(e) => {
+                r.problems
+                    .push(format!("table '{table}' of version {id}: {e}"));
+                return Ok(());
+            }
+        };
+        r.snapshots += 1;
+        if let Err(p) = self
+            .check_snapshot(
+                &snap,
+                bad,
+                &mut walk.row_hashes,
+                &mut walk.dv_known,
+                &mut r.rows_hashed,
+            )
+            .await
+        {
+            r.problems
+                .push(format!("table '{table}' of version {id}: {p}"));
+        }
+        Ok(())
     }
 
     /// Reads the config, every tombstone and every audit record (finished
