@@ -302,48 +302,8 @@ impl Repo {
             .branch_chains(self.gc_roots(&logs, RefKind::Branch, grace_cut).await?)
             .await?;
         let tag_roots = self.gc_roots(&logs, RefKind::Tag, grace_cut).await?;
-        let tags: Vec<(String, VersionId)> = tag_roots
-            .iter()
-            .filter(|r| r.2)
-            .map(|r| (r.0.clone(), r.1))
-            .collect();
         let stored_versions = self.stored_ancestry(logs.targets()).await?;
-        let rules = policy.keep_last.is_some() || policy.keep_within_ms.is_some();
-
-        let mut kept: BTreeSet<VersionId> = BTreeSet::new();
-        for chain in chains.values() {
-            for (i, (id, t)) in chain.iter().enumerate() {
-                let keep = i == 0
-                    || !rules
-                    || policy.keep_last.is_some_and(|n| i < n)
-                    || policy.keep_within_ms.is_some_and(|d| now - t <= d);
-                if keep {
-                    kept.insert(*id);
-                }
-            }
-        }
-        // A tag deleted within the grace period keeps its version.
-        for (_, target, live) in &tag_roots {
-            if !live {
-                kept.insert(*target);
-            }
-        }
-        let mut fates = Vec::new();
-        let mut tags_deleted = Vec::new();
-        for (name, target) in &tags {
-            if policy.keep_tags || !rules {
-                kept.insert(*target);
-            }
-            let readable = kept.contains(target);
-            if !readable {
-                tags_deleted.push(name.clone());
-            }
-            fates.push(TagFate {
-                name: name.clone(),
-                version: *target,
-                readable,
-            });
-        }
+        let (kept, fates, tags_deleted) = kept_versions(&chains, &tag_roots, policy, now);
         let expired: Vec<VersionId> = stored_versions.difference(&kept).copied().collect();
 
         let mut needs = HashMap::new();
@@ -602,4 +562,101 @@ fn policy_text(p: &GcPolicy) -> String {
         "no-keep-tags".into()
     });
     format!("gc: {}", parts.join(", "))
+}
+
+/// The versions a policy keeps (pure): each branch's head, the versions
+/// its rules keep along each branch's chain (newest first, with times),
+/// every version when there are no rules, the targets of tags deleted
+/// within the grace period, and tagged versions when tags are kept. Also
+/// what becomes of each live tag, and the tags no longer readable.
+fn kept_versions(
+    chains: &BTreeMap<String, Vec<(VersionId, i64)>>,
+    tag_roots: &[(String, VersionId, bool)],
+    policy: &GcPolicy,
+    now: i64,
+) -> (BTreeSet<VersionId>, Vec<TagFate>, Vec<String>) {
+    let rules = policy.keep_last.is_some() || policy.keep_within_ms.is_some();
+    let mut kept: BTreeSet<VersionId> = BTreeSet::new();
+    for chain in chains.values() {
+        for (i, (id, t)) in chain.iter().enumerate() {
+            let keep = i == 0
+                || !rules
+                || policy.keep_last.is_some_and(|n| i < n)
+                || policy.keep_within_ms.is_some_and(|d| now - t <= d);
+            if keep {
+                kept.insert(*id);
+            }
+        }
+    }
+    // A tag deleted within the grace period keeps its version.
+    for (_, target, live) in tag_roots {
+        if !live {
+            kept.insert(*target);
+        }
+    }
+    let mut fates = Vec::new();
+    let mut tags_deleted = Vec::new();
+    for (name, target, _) in tag_roots.iter().filter(|r| r.2) {
+        if policy.keep_tags || !rules {
+            kept.insert(*target);
+        }
+        let readable = kept.contains(target);
+        if !readable {
+            tags_deleted.push(name.clone());
+        }
+        fates.push(TagFate {
+            name: name.clone(),
+            version: *target,
+            readable,
+        });
+    }
+    (kept, fates, tags_deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(n: u8) -> VersionId {
+        VersionId(ObjectId::of(&[n]))
+    }
+
+    #[test]
+    fn a_policy_keeps_heads_its_rules_and_tags_it_is_told_to() {
+        // main: v5 (newest) .. v1, one version a day; tags on v1 and v2,
+        // and v3's tag deleted within the grace period.
+        let day = 86_400_000;
+        let chain: Vec<(VersionId, i64)> =
+            (1..=5).rev().map(|n| (v(n), i64::from(n) * day)).collect();
+        let chains = BTreeMap::from([("main".to_string(), chain)]);
+        let tags = vec![
+            ("old".to_string(), v(1), true),
+            ("mid".to_string(), v(2), true),
+            ("gone".to_string(), v(3), false),
+        ];
+        let last2 = GcPolicy {
+            keep_last: Some(2),
+            ..Default::default()
+        };
+        let (kept, fates, deleted) = kept_versions(&chains, &tags, &last2, 5 * day);
+        assert_eq!(kept, BTreeSet::from([v(5), v(4), v(3)]));
+        assert_eq!(deleted, ["old", "mid"]);
+        assert!(fates.iter().all(|f| !f.readable));
+        let with_tags = GcPolicy {
+            keep_tags: true,
+            ..last2.clone()
+        };
+        let (kept, _, deleted) = kept_versions(&chains, &tags, &with_tags, 5 * day);
+        assert_eq!(kept.len(), 5);
+        assert!(deleted.is_empty());
+        let within = GcPolicy {
+            keep_within_ms: Some(day),
+            ..Default::default()
+        };
+        let (kept, _, _) = kept_versions(&chains, &tags, &within, 5 * day);
+        assert_eq!(kept, BTreeSet::from([v(5), v(4), v(3)]));
+        // No rules: everything is kept.
+        let (kept, _, _) = kept_versions(&chains, &tags, &GcPolicy::default(), 5 * day);
+        assert_eq!(kept.len(), 5);
+    }
 }
