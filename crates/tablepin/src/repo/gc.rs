@@ -636,6 +636,7 @@ mod tests {
         ];
         let last2 = GcPolicy {
             keep_last: Some(2),
+            keep_tags: false,
             ..Default::default()
         };
         let (kept, fates, deleted) = kept_versions(&chains, &tags, &last2, 5 * day);
@@ -651,6 +652,7 @@ mod tests {
         assert!(deleted.is_empty());
         let within = GcPolicy {
             keep_within_ms: Some(day),
+            keep_tags: false,
             ..Default::default()
         };
         let (kept, _, _) = kept_versions(&chains, &tags, &within, 5 * day);
