@@ -28,10 +28,13 @@ pub struct Memo {
 
 #[derive(Debug, Default)]
 struct Inner {
-    blobs: HashMap<ObjectId, Bytes>,
-    /// Insertion order, for dropping the oldest (ids dropped already are
-    /// skipped).
-    order: VecDeque<ObjectId>,
+    /// Each blob with the number of its insertion.
+    blobs: HashMap<ObjectId, (u64, Bytes)>,
+    /// Insertions, oldest first, for dropping the oldest. An insertion
+    /// whose blob was forgotten (or forgotten and kept again, under a
+    /// newer number) is skipped.
+    order: VecDeque<(u64, ObjectId)>,
+    inserted: u64,
     bytes: u64,
 }
 
@@ -55,7 +58,7 @@ impl Memo {
 
     /// The blob's bytes, when this command read and checked them.
     pub fn get(&self, id: &ObjectId) -> Option<Bytes> {
-        self.lock().blobs.get(id).cloned()
+        self.lock().blobs.get(id).map(|(_, b)| b.clone())
     }
 
     /// Keeps bytes read from the store and checked against `id`.
@@ -65,17 +68,22 @@ impl Memo {
             return;
         }
         let mut inner = self.lock();
-        if inner.blobs.insert(*id, bytes.clone()).is_some() {
+        if inner.blobs.contains_key(id) {
             return;
         }
-        inner.order.push_back(*id);
+        inner.inserted += 1;
+        let n = inner.inserted;
+        inner.blobs.insert(*id, (n, bytes.clone()));
+        inner.order.push_back((n, *id));
         inner.bytes += size;
         while inner.bytes > self.limit {
-            let Some(old) = inner.order.pop_front() else {
+            let Some((n, old)) = inner.order.pop_front() else {
                 break;
             };
-            if let Some(b) = inner.blobs.remove(&old) {
-                inner.bytes -= b.len() as u64;
+            if inner.blobs.get(&old).is_some_and(|(m, _)| *m == n) {
+                if let Some((_, b)) = inner.blobs.remove(&old) {
+                    inner.bytes -= b.len() as u64;
+                }
             }
         }
     }
@@ -83,7 +91,7 @@ impl Memo {
     /// Forgets a blob (it was deleted).
     pub fn forget(&self, id: &ObjectId) {
         let mut inner = self.lock();
-        if let Some(b) = inner.blobs.remove(id) {
+        if let Some((_, b)) = inner.blobs.remove(id) {
             inner.bytes -= b.len() as u64;
         }
     }
@@ -105,12 +113,22 @@ mod tests {
         assert_eq!(m.get(&a), Some(ab.clone()));
         m.put(&c, &cb);
         assert_eq!(m.get(&a), None, "the oldest goes when 12 bytes exceed 10");
-        assert_eq!(m.get(&b), Some(bb));
+        assert_eq!(m.get(&b), Some(bb.clone()));
         m.forget(&b);
         assert_eq!(m.get(&b), None);
         let (big, bigb) = blob(b"more than ten bytes");
         m.put(&big, &bigb);
         assert_eq!(m.get(&big), None, "a blob above the limit is not kept");
-        assert_eq!(m.get(&c), Some(cb));
+        assert_eq!(m.get(&c), Some(cb.clone()));
+        // A blob forgotten and kept again is as new: the older insertion
+        // of it does not make it the next to go.
+        let m = Memo::new(10);
+        m.put(&a, &ab);
+        m.put(&b, &bb);
+        m.forget(&a);
+        m.put(&a, &ab);
+        m.put(&c, &cb);
+        assert_eq!(m.get(&b), None, "b is now the oldest");
+        assert_eq!(m.get(&a), Some(ab));
     }
 }
