@@ -375,8 +375,14 @@ impl Repo {
         };
         // Tombstones first: the log keeps every expired version's record.
         for id in &plan.versions_expired {
-            let Ok(v) = self.version(id).await else {
-                continue;
+            // Gone already (a gc before this one expired it, or this one
+            // ran before and was cut short after its sweep): its tombstone
+            // was written first. Any other failure stops the gc before it
+            // deletes anything, so no record is lost without its tombstone.
+            let v = match self.version(id).await {
+                Ok(v) => v,
+                Err(e) if e.is_missing() && !self.store().has_blob(&id.0).await? => continue,
+                Err(e) => return Err(e),
             };
             let mut tables = BTreeMap::new();
             for (name, sid) in &v.tables {
@@ -426,7 +432,7 @@ impl Repo {
         let kept: HashSet<VersionId> = plan.versions_kept.iter().copied().collect();
         let grace_cut = chrono::Utc::now().timestamp_millis() - plan.policy.grace_ms;
         let expired: HashSet<ObjectId> = plan.versions_expired.iter().map(|v| v.0).collect();
-        for id in &plan.blobs_deleted {
+        for id in sweep_order(&plan.blobs_deleted, &expired) {
             if reachable.contains(id) || kept.contains(&VersionId(*id)) {
                 report.blobs_spared += 1;
                 continue;
@@ -450,6 +456,19 @@ impl Repo {
         }
         Ok(report)
     }
+}
+
+/// The order a sweep deletes in: the expired versions' records first,
+/// then what they held. A sweep cut short then never leaves a stored
+/// version record without one of its blobs (a version `verify` reaches
+/// through the tombstone of its expired child, and must find whole).
+pub(crate) fn sweep_order<'a>(
+    blobs: &'a [ObjectId],
+    records: &HashSet<ObjectId>,
+) -> impl Iterator<Item = &'a ObjectId> {
+    let (first, then): (Vec<&ObjectId>, Vec<&ObjectId>) =
+        blobs.iter().partition(|b| records.contains(b));
+    first.into_iter().chain(then)
 }
 
 /// Every ref's log, read once (see [`Repo::ref_logs`]).
