@@ -85,6 +85,11 @@ fn print_gc_plan(p: &tablepin::GcPlan) -> Result<()> {
 }
 
 pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode> {
+    if let Some(path) = &a.plan {
+        let saved = saved_plan(path, &a.table)?;
+        let report = repo.erase_apply_saved(&saved, &a.predicate).await?;
+        return erased(&report, json_out);
+    }
     let Some(reason) = a.reason.filter(|r| !r.trim().is_empty()) else {
         return Err(anyhow::Error::new(UsageError(
             "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
@@ -149,8 +154,38 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         print_plan(&plan)?;
     }
     let report = repo.erase_apply(plan).await?;
+    erased(&report, json_out)
+}
+
+/// An erasure plan saved from `erase --dry-run --json`: that output (whose
+/// "plan" is the plan) or the plan alone.
+fn saved_plan(path: &std::path::Path, table: &str) -> Result<tablepin::ErasePlan> {
+    let name = path.display();
+    let text = std::fs::read(path)
+        .map_err(|e| anyhow::Error::new(UsageError(format!("cannot read the plan {name}: {e}"))))?;
+    let not_a_plan = |e: serde_json::Error| {
+        anyhow::Error::new(UsageError(format!(
+            "{name} is not an erasure plan saved by `tablepin erase --dry-run --json` ({e})"
+        )))
+    };
+    let mut value: serde_json::Value = serde_json::from_slice(&text).map_err(not_a_plan)?;
+    if let Some(inner) = value.get_mut("plan") {
+        value = inner.take();
+    }
+    let plan: tablepin::ErasePlan = serde_json::from_value(value).map_err(not_a_plan)?;
+    if plan.table != table {
+        return Err(anyhow::Error::new(UsageError(format!(
+            "the plan {name} erases from table '{}', not '{table}'",
+            plan.table
+        ))));
+    }
+    Ok(plan)
+}
+
+/// Reports an applied erasure.
+fn erased(report: &tablepin::EraseReport, json_out: bool) -> Result<ExitCode> {
     if json_out {
-        output::json(&report)?;
+        output::json(report)?;
     } else {
         outln!(
             "Erased: audit record {} written, {} blobs deleted, {} written in {:.2} s. Run `tablepin verify --erased` to prove it.",

@@ -1,6 +1,8 @@
 //! The command line's grammar (clap). Only parsing lives here; validation
 //! and work live in `commands`.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// tablepin keeps every version of your training tables, for the rows that
@@ -382,6 +384,12 @@ pub struct EraseArgs {
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Apply the plan saved from `erase --dry-run --json` (that output, or
+    /// its "plan"), with the same --where, which the plan does not hold. It
+    /// is applied only if planning again gives exactly that plan; when the
+    /// repository moved since, nothing changes.
+    #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+    pub plan: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

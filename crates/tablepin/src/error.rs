@@ -312,6 +312,21 @@ pub enum Error {
         /// The ref, as `branches/main`.
         name: String,
     },
+    /// A saved plan no longer says what applying it would do: the
+    /// repository moved since it was made.
+    #[error("the saved {what} plan no longer fits the repository ({detail}); nothing was changed: make the plan again")]
+    PlanOutdated {
+        /// Which plan: "erasure".
+        what: &'static str,
+        /// What differs.
+        detail: String,
+    },
+    /// A saved plan was given with another predicate than it was made with.
+    #[error("the predicate is not the one the saved erasure plan was made with (its BLAKE3 is {planned}); nothing was changed")]
+    PlanPredicate {
+        /// BLAKE3 of the plan's predicate.
+        planned: String,
+    },
     /// Another gc or erasure holds the repository's lease.
     #[error("{what} is running, and did not finish within {waited_s} s; run the command again when it is done (if it crashed, its lease is ignored after an hour)")]
     Busy {
@@ -387,8 +402,12 @@ impl Error {
             | E::InvalidName { .. }
             | E::InvalidArgument(_)
             | E::AmbiguousRev { .. }
-            | E::RowHash(_)
+            | E::PlanPredicate { .. }
             | E::Query(_) => ErrorKind::InvalidInput,
+            // A hashing thread that stopped is this program's failure, not
+            // the input's.
+            E::RowHash(RowHashError::ThreadFailed) => ErrorKind::Internal,
+            E::RowHash(_) => ErrorKind::InvalidInput,
             E::NoRepository { .. }
             | E::UnknownRev { .. }
             | E::UnknownRef { .. }
@@ -399,6 +418,7 @@ impl Error {
             | E::RefExists { .. }
             | E::Conflict { .. }
             | E::RefMoved { .. }
+            | E::PlanOutdated { .. }
             | E::Busy { .. }
             | E::ProtectedBranch { .. } => ErrorKind::Conflict,
             E::Damaged { .. }

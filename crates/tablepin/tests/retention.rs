@@ -237,6 +237,103 @@ async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
     assert!(again.is_empty());
 }
 
+/// Six appends with fixed times, each tagged: two repositories given this
+/// history hold the same versions, to the id.
+async fn tagged_history(r: &Repo) {
+    for k in 0..6i64 {
+        let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
+        let owners: Vec<i64> = ids.iter().map(|i| i % 4).collect();
+        let o = CommitOptions {
+            time_ms: Some(1_700_000_000_000 + k),
+            message: format!("week {k}"),
+            ..opts(Mode::Append)
+        };
+        r.commit("t", rows(&[], &[]).schema(), vec![rows(&ids, &owners)], &o)
+            .await
+            .unwrap();
+        r.create_ref(RefKind::Tag, &format!("v{k}"), "main", "")
+            .await
+            .unwrap();
+    }
+}
+
+async fn heads(r: &Repo) -> Vec<VersionId> {
+    let mut out = vec![r.resolve("main").await.unwrap()];
+    for k in 0..6 {
+        out.push(r.resolve(&format!("v{k}")).await.unwrap());
+    }
+    out
+}
+
+/// A plan written to JSON and read back (as `erase --dry-run --json` then
+/// `erase --plan FILE` do) applies exactly as the plan itself: the same
+/// replacement versions under every ref, the same audit. It holds no
+/// predicate; with another predicate, or once the repository has moved,
+/// it is refused and nothing changes.
+#[tokio::test]
+async fn a_saved_erasure_plan_applies_as_the_plan_itself_and_is_refused_once_stale() {
+    let erase = EraseOptions {
+        table: "t".into(),
+        predicate: "owner = 3".into(),
+        reason: "request 7".into(),
+    };
+    let (_da, a) = new_repo().await;
+    let (_db, b) = new_repo().await;
+    tagged_history(&a).await;
+    tagged_history(&b).await;
+    assert_eq!(
+        heads(&a).await,
+        heads(&b).await,
+        "the same history, the same ids"
+    );
+    let plan = a.erase_plan(&erase).await.unwrap();
+    let json = serde_json::to_string(&plan).unwrap();
+    assert!(!json.contains("owner = 3"), "the plan holds no predicate");
+    let direct = a.erase_apply(plan).await.unwrap();
+
+    let saved: tablepin::ErasePlan = serde_json::from_str(&json).unwrap();
+    let before = heads(&b).await;
+    let err = b.erase_apply_saved(&saved, "owner = 2").await.unwrap_err();
+    assert!(
+        matches!(err, tablepin::Error::PlanPredicate { .. }),
+        "{err}"
+    );
+    assert_eq!(heads(&b).await, before, "a refused plan changes nothing");
+    let from_json = b.erase_apply_saved(&saved, "owner = 3").await.unwrap();
+    assert_eq!(
+        heads(&b).await,
+        heads(&a).await,
+        "every ref on the same replacement"
+    );
+    assert_ne!(heads(&b).await, before);
+    assert_eq!(from_json.audit.versions, direct.audit.versions);
+    assert_eq!(from_json.audit.moved_refs, direct.audit.moved_refs);
+    assert_eq!(from_json.audit.bytes_written, direct.audit.bytes_written);
+    assert_eq!(blobs_holding(&b, 3).await, 0);
+    assert!(b.verify_erased(&NoProgress).await.unwrap().ok());
+
+    // A plan made before a commit no longer fits after it.
+    let (_dc, c) = new_repo().await;
+    tagged_history(&c).await;
+    let stale: tablepin::ErasePlan =
+        serde_json::from_str(&serde_json::to_string(&c.erase_plan(&erase).await.unwrap()).unwrap())
+            .unwrap();
+    c.commit(
+        "t",
+        rows(&[], &[]).schema(),
+        vec![rows(&[99], &[3])],
+        &opts(Mode::Append),
+    )
+    .await
+    .unwrap();
+    let before = heads(&c).await;
+    let err = c.erase_apply_saved(&stale, "owner = 3").await.unwrap_err();
+    assert!(matches!(err, tablepin::Error::PlanOutdated { .. }), "{err}");
+    assert!(err.to_string().contains("versions replaced"), "{err}");
+    assert_eq!(heads(&c).await, before, "nothing changed");
+    assert!(c.audit().await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn bad_predicates_are_clear_errors() {
     let (_d, r) = new_repo().await;

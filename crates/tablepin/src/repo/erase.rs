@@ -67,7 +67,7 @@ pub struct EraseOptions {
 }
 
 /// A data file the erasure rewrites.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedFile {
     /// The file now.
     pub blob: ObjectId,
@@ -82,7 +82,7 @@ pub struct PlannedFile {
 }
 
 /// A version the erasure replaces.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedVersion {
     /// The version.
     pub old: VersionId,
@@ -98,8 +98,13 @@ pub struct PlannedVersion {
     pub refs: Vec<String>,
 }
 
-/// What an erasure will do. It holds no personal data.
-#[derive(Debug, Clone, Serialize)]
+/// What an erasure will do. It holds no personal data: not the predicate
+/// (only its BLAKE3), not the rows. Its JSON is the whole plan: every new
+/// blob is named by its id, and since rewrites are deterministic, planning
+/// again with the same predicate on the same repository gives the same
+/// ids; [`Repo::erase_apply_saved`] applies a plan read back from its JSON
+/// when that holds, and refuses it otherwise.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErasePlan {
     /// The table.
     pub table: String,
@@ -120,6 +125,8 @@ pub struct ErasePlan {
     /// An earlier run with this predicate was interrupted; applying
     /// finishes it.
     pub resumes: bool,
+    /// The bytes the plan names, kept from planning to apply in the same
+    /// process; a plan read back from JSON has none and is planned again.
     #[serde(skip)]
     work: Work,
 }
@@ -131,7 +138,7 @@ struct Work {
     options: EraseOptions,
     blobs: Vec<Bytes>,
     fingerprints: Vec<[u8; 32]>,
-    moves: Vec<(RefKind, String, VersionId, VersionId)>,
+    moves: Vec<RefMove>,
     delete: Vec<ObjectId>,
 }
 
@@ -140,6 +147,31 @@ impl ErasePlan {
     /// interrupted run to finish.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.versions.is_empty() && !self.resumes
+    }
+
+    /// What differs between two plans in what they do (the versions
+    /// replaced and their replacements, the files rewritten and their
+    /// rewrites, the tags moved, the rows and bytes); `None` when they do
+    /// the same.
+    pub fn differs_from(&self, other: &ErasePlan) -> Option<String> {
+        let pairs = [
+            ("table", self.table == other.table),
+            ("predicate", self.predicate_hash == other.predicate_hash),
+            ("versions replaced", self.versions == other.versions),
+            ("files rewritten", self.files == other.files),
+            ("tags moved", self.tags == other.tags),
+            ("rows removed", self.rows_removed == other.rows_removed),
+            (
+                "bytes to write",
+                self.bytes_to_write == other.bytes_to_write,
+            ),
+        ];
+        let off: Vec<&str> = pairs
+            .iter()
+            .filter(|(_, same)| !same)
+            .map(|(w, _)| *w)
+            .collect();
+        (!off.is_empty()).then(|| format!("its {} differ", off.join(", ")))
     }
 }
 
@@ -190,6 +222,57 @@ struct Pending {
     bytes_written: u64,
 }
 
+impl Pending {
+    /// A new erasure's record, with a fresh salt.
+    fn new(plan: &ErasePlan) -> Self {
+        Self {
+            table: plan.table.clone(),
+            reason: plan.reason.clone(),
+            predicate_hash: plan.predicate_hash.clone(),
+            salt: hex::encode(rand_salt()),
+            started_ms: now_ms(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds what a plan (of this erasure's predicate) does: its rows'
+    /// fingerprints, the blobs to delete, the versions replaced and the
+    /// refs moved.
+    fn add(&mut self, plan: &ErasePlan) {
+        let key = fingerprint_key(&self.salt);
+        let mut fps: BTreeSet<String> = self.fingerprints.iter().cloned().collect();
+        fps.extend(plan.work.fingerprints.iter().map(|h| fingerprint(&key, h)));
+        self.fingerprints = fps.into_iter().collect();
+        let mut del: BTreeSet<ObjectId> = self.delete.iter().copied().collect();
+        del.extend(plan.work.delete.iter().copied());
+        self.delete = del.into_iter().collect();
+        for v in &plan.versions {
+            if !self.versions.iter().any(|a| a.old == v.old) {
+                self.versions.push(AuditVersion {
+                    old: v.old,
+                    new: v.new,
+                    rows_removed: v.rows_removed,
+                    old_content_hash: v.old_content_hash,
+                    new_content_hash: v.new_content_hash,
+                });
+            }
+        }
+        let content_of: HashMap<VersionId, ContentHash> = (plan.versions.iter())
+            .flat_map(|v| [(v.old, v.old_content_hash), (v.new, v.new_content_hash)])
+            .collect();
+        for (kind, name, old, new) in &plan.work.moves {
+            self.moved_refs.push(AuditMovedRef {
+                kind: *kind,
+                name: name.clone(),
+                old: *old,
+                new: *new,
+                old_content_hash: content_of.get(old).copied().unwrap_or_default(),
+                new_content_hash: content_of.get(new).copied().unwrap_or_default(),
+            });
+        }
+    }
+}
+
 fn fingerprint_key(salt: &str) -> [u8; 32] {
     blake3::derive_key("tablepin erase fingerprint v1", salt.as_bytes())
 }
@@ -219,6 +302,63 @@ struct FileRewrite {
     /// Matching rows, under the file's own schema.
     matched_rows: RecordBatch,
     new: Option<FileEntry>,
+}
+
+/// What an erasure looks at ([`Repo::erasure_scope`]).
+struct Stored {
+    /// The table's schema at a head.
+    schema: SchemaRef,
+    /// Every version the refs reach.
+    versions: BTreeMap<VersionId, Version>,
+    /// Their snapshots of the table (versions without it have none).
+    snaps: BTreeMap<VersionId, TableSnapshot>,
+    /// The refs naming each version.
+    ref_names: HashMap<VersionId, Vec<(RefKind, String)>>,
+}
+
+/// A ref move of an erasure: kind, name, old version, new version.
+type RefMove = (RefKind, String, VersionId, VersionId);
+
+/// The ref moves that replacing versions asks for (every ref naming a
+/// replaced version moves to its replacement), in name order, and the
+/// tags among them.
+fn ref_moves(
+    ref_names: &HashMap<VersionId, Vec<(RefKind, String)>>,
+    replaced: &HashMap<VersionId, VersionId>,
+) -> (Vec<RefMove>, Vec<(String, VersionId, VersionId)>) {
+    let mut moves = Vec::new();
+    let mut tag_moves = Vec::new();
+    for (old, refs) in ref_names {
+        if let Some(new) = replaced.get(old) {
+            for (k, n) in refs {
+                moves.push((*k, n.clone(), *old, *new));
+                if *k == RefKind::Tag {
+                    tag_moves.push((n.clone(), *old, *new));
+                }
+            }
+        }
+    }
+    moves.sort_by(|a, b| (a.1.clone(), a.0.dir()).cmp(&(b.1.clone(), b.0.dir())));
+    tag_moves.sort();
+    (moves, tag_moves)
+}
+
+/// Old blobs an erasure deletes: the files that held rows, and the
+/// replaced versions' records and snapshots that name them.
+fn blobs_to_delete(
+    table: &str,
+    rewrites: &BTreeMap<ObjectId, FileRewrite>,
+    planned: &[PlannedVersion],
+    versions: &BTreeMap<VersionId, Version>,
+) -> Vec<ObjectId> {
+    let mut delete: BTreeSet<ObjectId> = rewrites.keys().copied().collect();
+    for p in planned {
+        delete.insert(p.old.0);
+        if let Some(s) = versions.get(&p.old).and_then(|v| v.tables.get(table)) {
+            delete.insert(*s);
+        }
+    }
+    delete.into_iter().collect()
 }
 
 impl Repo {
@@ -259,7 +399,44 @@ impl Repo {
     async fn plan_erasure(&self, opts: &EraseOptions) -> Result<ErasePlan> {
         let table = opts.table.as_str();
         let predicate_hash = blake3::hash(opts.predicate.as_bytes()).to_hex().to_string();
-        // The table's schema at a head that has it.
+        let stored = self.erasure_scope(table).await?;
+        let pred = Predicate::compile(table, &opts.predicate, &stored.schema)?;
+        let (rewrites, files, mut blobs) = self.match_files(table, &stored.snaps, &pred).await?;
+        let mut fingerprints = Vec::new();
+        for r in rewrites.values() {
+            fingerprints.extend(hash_rows(&r.matched_rows)?);
+        }
+        let (replaced, planned) = self
+            .replace_versions(table, &stored, &rewrites, &mut blobs)
+            .await?;
+        let (moves, tag_moves) = ref_moves(&stored.ref_names, &replaced);
+        let delete = blobs_to_delete(table, &rewrites, &planned, &stored.versions);
+        let bytes_to_write = blobs.iter().map(|b| b.len() as u64).sum();
+        let resumes = self.pending(&predicate_hash).await?.0.is_some();
+        Ok(ErasePlan {
+            table: table.to_string(),
+            reason: opts.reason.clone(),
+            predicate_hash,
+            rows_removed: rewrites.values().map(|r| r.matched.len() as u64).sum(),
+            versions: planned,
+            files,
+            bytes_to_write,
+            tags: tag_moves,
+            resumes,
+            work: Work {
+                options: opts.clone(),
+                blobs,
+                fingerprints,
+                moves,
+                delete,
+            },
+        })
+    }
+
+    /// What an erasure of `table` looks at: the table's schema at a head
+    /// that has it, every version the refs reach with its snapshot of the
+    /// table, and the refs naming each version.
+    async fn erasure_scope(&self, table: &str) -> Result<Stored> {
         let branches = self.refs(RefKind::Branch).await?;
         let tags = self.refs(RefKind::Tag).await?;
         let mut head_schema = None;
@@ -278,16 +455,13 @@ impl Repo {
                 available: list_or_none(tables.iter().map(String::as_str)),
             });
         };
-        let pred = Predicate::compile(table, &opts.predicate, &schema)?;
-
-        // Every stored version, and the refs naming each.
         // Versions the refs reach now. (Versions only an old ref-log entry
         // names are garbage for gc; a half-finished erasure may have deleted
         // part of them, and its pending record lists the rest.)
-        let stored = self.reachable_versions().await?;
+        let reachable = self.reachable_versions().await?;
         let mut versions: BTreeMap<VersionId, Version> = BTreeMap::new();
         let mut snaps: BTreeMap<VersionId, TableSnapshot> = BTreeMap::new();
-        for id in &stored {
+        for id in &reachable {
             let v = self.version(id).await?;
             if v.tables.contains_key(table) {
                 snaps.insert(*id, self.snapshot_of(id, &v, table).await?);
@@ -295,20 +469,33 @@ impl Repo {
             versions.insert(*id, v);
         }
         let mut ref_names: HashMap<VersionId, Vec<(RefKind, String)>> = HashMap::new();
-        for b in &branches {
-            ref_names
-                .entry(b.target)
-                .or_default()
-                .push((RefKind::Branch, b.name.clone()));
+        for (kind, refs) in [(RefKind::Branch, &branches), (RefKind::Tag, &tags)] {
+            for r in refs {
+                let names = ref_names.entry(r.target).or_default();
+                names.push((kind, r.name.clone()));
+            }
         }
-        for t in &tags {
-            ref_names
-                .entry(t.target)
-                .or_default()
-                .push((RefKind::Tag, t.name.clone()));
-        }
+        Ok(Stored {
+            schema,
+            versions,
+            snaps,
+            ref_names,
+        })
+    }
 
-        // Every data file once: which rows match.
+    /// Every data file of the snapshots once: the rows the predicate
+    /// matches, and the file's rewrite without them (its bytes pushed to
+    /// the blobs to write).
+    async fn match_files(
+        &self,
+        table: &str,
+        snaps: &BTreeMap<VersionId, TableSnapshot>,
+        pred: &Predicate,
+    ) -> Result<(
+        BTreeMap<ObjectId, FileRewrite>,
+        Vec<PlannedFile>,
+        Vec<Bytes>,
+    )> {
         let mut rewrites: BTreeMap<ObjectId, FileRewrite> = BTreeMap::new();
         let mut seen: HashSet<ObjectId> = HashSet::new();
         let mut blobs: Vec<Bytes> = Vec::new();
@@ -339,7 +526,8 @@ impl Repo {
                     None
                 } else {
                     let key_idx = keys::key_indices(table, &own, &s.key).unwrap_or_default();
-                    // The hash sum depends on the snapshot's schema: set below.
+                    // The hash sum depends on the snapshot's schema: set
+                    // by `rewrite_snapshot`.
                     let (entry, nb) =
                         new_data_file(&kept, ContentHash::EMPTY, &key_idx, &self.config().write)?;
                     blobs.push(nb);
@@ -352,35 +540,40 @@ impl Repo {
                     rewritten: new.as_ref().map(|n| n.data),
                     bytes: new.as_ref().map_or(0, |n| n.bytes),
                 });
-                rewrites.insert(
-                    f.data,
-                    FileRewrite {
-                        matched,
-                        matched_rows,
-                        new,
-                    },
-                );
+                let rewrite = FileRewrite {
+                    matched,
+                    matched_rows,
+                    new,
+                };
+                rewrites.insert(f.data, rewrite);
             }
         }
-        let mut fingerprints = Vec::new();
-        for r in rewrites.values() {
-            fingerprints.extend(hash_rows(&r.matched_rows)?);
-        }
+        Ok((rewrites, files, blobs))
+    }
 
-        // Replacement versions, parents first.
-        let order = topo_order(&versions);
+    /// Replacement versions, parents first: for every version whose
+    /// snapshot holds a rewritten file, or whose parent is replaced (its
+    /// records and snapshots pushed to the blobs to write). Returns the
+    /// replacements by old version, and the plan of each.
+    async fn replace_versions(
+        &self,
+        table: &str,
+        stored: &Stored,
+        rewrites: &BTreeMap<ObjectId, FileRewrite>,
+        blobs: &mut Vec<Bytes>,
+    ) -> Result<(HashMap<VersionId, VersionId>, Vec<PlannedVersion>)> {
         let mut replaced: HashMap<VersionId, VersionId> = HashMap::new();
         let mut planned = Vec::new();
         let mut hash_cache: HashMap<(ObjectId, String), Vec<[u8; 32]>> = HashMap::new();
         let mut dv_known = dv::Known::new();
-        for id in order {
-            let Some(v) = versions.get(&id) else { continue };
-            let new_parents: Vec<VersionId> = v
-                .parents
-                .iter()
+        for id in topo_order(&stored.versions) {
+            let Some(v) = stored.versions.get(&id) else {
+                continue;
+            };
+            let new_parents: Vec<VersionId> = (v.parents.iter())
                 .map(|p| *replaced.get(p).unwrap_or(p))
                 .collect();
-            let snap = snaps.get(&id);
+            let snap = stored.snaps.get(&id);
             let touches =
                 snap.is_some_and(|s| s.files.iter().any(|f| rewrites.contains_key(&f.data)));
             if !touches && new_parents == v.parents {
@@ -394,7 +587,7 @@ impl Repo {
             if let Some(s) = snap {
                 old_hash = s.content_hash;
                 let (ns, n_removed, dvs) = self
-                    .rewrite_snapshot(table, s, &rewrites, &mut hash_cache, &mut dv_known)
+                    .rewrite_snapshot(s, rewrites, &mut hash_cache, &mut dv_known)
                     .await?;
                 new_hash = ns.content_hash;
                 removed = n_removed;
@@ -407,61 +600,19 @@ impl Repo {
             let nid = VersionId(ObjectId::of(&vb));
             blobs.push(vb);
             replaced.insert(id, nid);
+            let refs = (stored.ref_names.get(&id))
+                .map(|r| r.iter().map(|(k, n)| format!("{}/{n}", k.dir())).collect())
+                .unwrap_or_default();
             planned.push(PlannedVersion {
                 old: id,
                 new: nid,
                 rows_removed: removed,
                 old_content_hash: old_hash,
                 new_content_hash: new_hash,
-                refs: ref_names
-                    .get(&id)
-                    .map(|r| r.iter().map(|(k, n)| format!("{}/{n}", k.dir())).collect())
-                    .unwrap_or_default(),
+                refs,
             });
         }
-        let mut moves = Vec::new();
-        let mut tag_moves = Vec::new();
-        for (old, refs) in &ref_names {
-            if let Some(new) = replaced.get(old) {
-                for (k, n) in refs {
-                    moves.push((*k, n.clone(), *old, *new));
-                    if *k == RefKind::Tag {
-                        tag_moves.push((n.clone(), *old, *new));
-                    }
-                }
-            }
-        }
-        moves.sort_by(|a, b| (a.1.clone(), a.0.dir()).cmp(&(b.1.clone(), b.0.dir())));
-        tag_moves.sort();
-        // Old blobs to delete: the files that held rows, and the replaced
-        // versions' records and snapshots that name them.
-        let mut delete: BTreeSet<ObjectId> = rewrites.keys().copied().collect();
-        for p in &planned {
-            delete.insert(p.old.0);
-            if let Some(s) = versions.get(&p.old).and_then(|v| v.tables.get(table)) {
-                delete.insert(*s);
-            }
-        }
-        let bytes_to_write = blobs.iter().map(|b| b.len() as u64).sum();
-        let resumes = self.pending(&predicate_hash).await?.0.is_some();
-        Ok(ErasePlan {
-            table: table.to_string(),
-            reason: opts.reason.clone(),
-            predicate_hash,
-            rows_removed: rewrites.values().map(|r| r.matched.len() as u64).sum(),
-            versions: planned,
-            files,
-            bytes_to_write,
-            tags: tag_moves,
-            resumes,
-            work: Work {
-                options: opts.clone(),
-                blobs,
-                fingerprints,
-                moves,
-                delete: delete.into_iter().collect(),
-            },
-        })
+        Ok((replaced, planned))
     }
 
     /// A snapshot with every rewritten file swapped in and its deletion
@@ -469,7 +620,6 @@ impl Repo {
     /// the new deletion-vector blobs.
     async fn rewrite_snapshot(
         &self,
-        table: &str,
         s: &TableSnapshot,
         rewrites: &BTreeMap<ObjectId, FileRewrite>,
         cache: &mut HashMap<(ObjectId, String), Vec<[u8; 32]>>,
@@ -536,7 +686,6 @@ impl Repo {
         {
             out.format = out.format.max(FORMAT_VERSION);
         }
-        let _ = table;
         Ok((out, removed, dv_blobs))
     }
 
@@ -548,6 +697,46 @@ impl Repo {
     pub async fn erase_apply(&self, plan: ErasePlan) -> Result<EraseReport> {
         let lease = self.take_lease(LeaseKind::Erase).await?;
         let out = self.apply_erasure_leased(plan).await;
+        lease.release(self).await;
+        out
+    }
+
+    /// Applies a plan read back from its JSON (made by [`Repo::erase_plan`],
+    /// maybe in another process, and reviewed): plans again with
+    /// `predicate`, which the plan does not hold, and applies that only if
+    /// it does exactly what the saved plan says. Otherwise nothing changes:
+    /// [`Error::PlanPredicate`] for another predicate,
+    /// [`Error::PlanOutdated`] when the repository moved since.
+    pub async fn erase_apply_saved(
+        &self,
+        saved: &ErasePlan,
+        predicate: &str,
+    ) -> Result<EraseReport> {
+        let hash = blake3::hash(predicate.as_bytes()).to_hex().to_string();
+        if hash != saved.predicate_hash {
+            return Err(Error::PlanPredicate {
+                planned: saved.predicate_hash.clone(),
+            });
+        }
+        let options = EraseOptions {
+            table: saved.table.clone(),
+            predicate: predicate.to_string(),
+            reason: saved.reason.clone(),
+        };
+        let lease = self.take_lease(LeaseKind::Erase).await?;
+        let out = async {
+            let plan = self.plan_erasure(&options).await?;
+            if let Some(detail) = plan.differs_from(saved) {
+                return Err(Error::PlanOutdated {
+                    what: "erasure",
+                    detail,
+                });
+            }
+            // A ref that moves while this applies is `RefMoved`, as for
+            // any erasure: the same erase, run again, finishes it.
+            self.apply_erasure(&plan).await
+        }
+        .await;
         lease.release(self).await;
         out
     }
@@ -615,14 +804,7 @@ impl Repo {
     async fn apply_erasure(&self, plan: &ErasePlan) -> Result<EraseReport> {
         let start = std::time::Instant::now();
         let (previous, mut pending_paths) = self.pending(&plan.predicate_hash).await?;
-        let mut pending = previous.unwrap_or_else(|| Pending {
-            table: plan.table.clone(),
-            reason: plan.reason.clone(),
-            predicate_hash: plan.predicate_hash.clone(),
-            salt: hex::encode(rand_salt()),
-            started_ms: now_ms(),
-            ..Default::default()
-        });
+        let mut pending = previous.unwrap_or_else(|| Pending::new(plan));
         // 1. New blobs.
         for b in &plan.work.blobs {
             let out = self.store().freshen_blob(b.clone()).await?;
@@ -631,39 +813,7 @@ impl Repo {
             }
         }
         // 2. The pending record (replaced when a later run adds to it).
-        let key = fingerprint_key(&pending.salt);
-        let mut fps: BTreeSet<String> = pending.fingerprints.iter().cloned().collect();
-        fps.extend(plan.work.fingerprints.iter().map(|h| fingerprint(&key, h)));
-        pending.fingerprints = fps.into_iter().collect();
-        let mut del: BTreeSet<ObjectId> = pending.delete.iter().copied().collect();
-        del.extend(plan.work.delete.iter().copied());
-        pending.delete = del.into_iter().collect();
-        for v in &plan.versions {
-            if !pending.versions.iter().any(|a| a.old == v.old) {
-                pending.versions.push(AuditVersion {
-                    old: v.old,
-                    new: v.new,
-                    rows_removed: v.rows_removed,
-                    old_content_hash: v.old_content_hash,
-                    new_content_hash: v.new_content_hash,
-                });
-            }
-        }
-        let content_of: HashMap<VersionId, ContentHash> = plan
-            .versions
-            .iter()
-            .flat_map(|v| [(v.old, v.old_content_hash), (v.new, v.new_content_hash)])
-            .collect();
-        for (kind, name, old, new) in &plan.work.moves {
-            pending.moved_refs.push(AuditMovedRef {
-                kind: *kind,
-                name: name.clone(),
-                old: *old,
-                new: *new,
-                old_content_hash: content_of.get(old).copied().unwrap_or_default(),
-                new_content_hash: content_of.get(new).copied().unwrap_or_default(),
-            });
-        }
+        pending.add(plan);
         let pb = Bytes::from(
             serde_json::to_vec_pretty(&pending)
                 .map_err(|e| Error::Internal(format!("encoding an audit record: {e}")))?,
@@ -676,39 +826,56 @@ impl Repo {
         self.store().create_doc(&pending_path, pb).await?;
         pending_paths.push(pending_path);
         // 3. Move the refs.
-        for (kind, name, old, new) in &plan.work.moves {
-            let head = self.store().ref_head(*kind, name).await?;
-            match head {
-                Some(h) if h.target == Some(*old) => {
-                    let moved = self
-                        .move_ref(
-                            *kind,
-                            name,
-                            h.seq,
-                            Some(*new),
-                            &format!("erase: {}", plan.reason),
-                        )
-                        .await;
-                    match moved {
-                        // Another writer took the entry between the look
-                        // and the write: the same lost race as above.
-                        Err(Error::Store(tablepin_store::StoreError::RefConflict { .. })) => {
-                            return Err(Error::RefMoved {
-                                name: format!("{}/{name}", kind.dir()),
-                            });
-                        }
-                        other => other?,
-                    }
-                }
-                Some(h) if h.target == Some(*new) => {}
-                _ => {
-                    return Err(Error::RefMoved {
-                        name: format!("{}/{name}", kind.dir()),
-                    });
-                }
-            }
+        for m in &plan.work.moves {
+            self.move_erased_ref(m, &plan.reason).await?;
         }
         // 4. Delete the old blobs that nothing reaches now.
+        let reachable = self.reachable_blobs().await?;
+        let mut deleted = 0u64;
+        let records: HashSet<ObjectId> = pending.versions.iter().map(|v| v.old.0).collect();
+        for id in super::gc::sweep_order(&pending.delete, &records) {
+            if !reachable.contains(id) && self.store().has_blob(id).await? {
+                self.store().delete_blob(id).await?;
+                deleted += 1;
+            }
+        }
+        // 5. The audit record, then the pending entries dropped.
+        let audit = self.write_audit(pending, &reachable, deleted).await?;
+        for p in &pending_paths {
+            self.store().delete_doc(p).await?;
+        }
+        Ok(EraseReport {
+            audit,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Moves one ref of an erasure from its old version to the new one
+    /// (done already when it names the new one); [`Error::RefMoved`] when
+    /// it names neither, or another writer took its next entry first.
+    async fn move_erased_ref(&self, m: &RefMove, reason: &str) -> Result<()> {
+        let (kind, name, old, new) = m;
+        let moved = || Error::RefMoved {
+            name: format!("{}/{name}", kind.dir()),
+        };
+        match self.store().ref_head(*kind, name).await? {
+            Some(h) if h.target == Some(*old) => {
+                let how = format!("erase: {reason}");
+                match self.move_ref(*kind, name, h.seq, Some(*new), &how).await {
+                    Err(Error::Store(tablepin_store::StoreError::RefConflict { .. })) => {
+                        Err(moved())
+                    }
+                    other => other.map(drop),
+                }
+            }
+            Some(h) if h.target == Some(*new) => Ok(()),
+            _ => Err(moved()),
+        }
+    }
+
+    /// Every blob the refs reach now, along first parents to where gc
+    /// expired the chain.
+    async fn reachable_blobs(&self) -> Result<HashSet<ObjectId>> {
         let mut reachable = HashSet::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
             for r in self.refs(kind).await? {
@@ -719,34 +886,34 @@ impl Repo {
                     }
                     match self.reach(&id, &mut reachable).await {
                         Ok(v) => next = v.parents.first().copied(),
-                        Err(_) => break,
+                        // Expired by gc: the stored chain ends here.
+                        Err(e) if e.is_missing() && !self.store().has_blob(&id.0).await? => break,
+                        // A failed read is not the end of the chain: what
+                        // lies past it may still need the blobs below.
+                        Err(e) => return Err(e),
                     }
                 }
             }
         }
-        let mut deleted = 0u64;
-        for id in &pending.delete {
-            if !reachable.contains(id) && self.store().has_blob(id).await? {
-                self.store().delete_blob(id).await?;
-                deleted += 1;
-            }
-        }
-        // 5. The audit record (once: a run that died after writing it only
-        // drops the pending entries), then drop the pending entries.
+        Ok(reachable)
+    }
+
+    /// Writes the audit record of a finished erasure, once: a run that
+    /// died after writing it finds it and returns it. The record holds
+    /// only what this erasure did: the replacements the refs reach now and
+    /// the moves their logs show.
+    async fn write_audit(
+        &self,
+        mut pending: Pending,
+        reachable: &HashSet<ObjectId>,
+        deleted: u64,
+    ) -> Result<AuditRecord> {
         let existing = self.audit().await?;
         if let Some(done) = existing.iter().find(|a| {
             a.predicate_hash == pending.predicate_hash && a.fingerprint.salt == pending.salt
         }) {
-            for p in &pending_paths {
-                self.store().delete_doc(p).await?;
-            }
-            return Ok(EraseReport {
-                audit: done.clone(),
-                seconds: start.elapsed().as_secs_f64(),
-            });
+            return Ok(done.clone());
         }
-        // The record holds only what this erasure did: the replacements
-        // that the refs reach now and the moves their logs show.
         pending.versions.retain(|v| reachable.contains(&v.new.0));
         pending.moved_refs = self.moves_made(&pending.moved_refs).await?;
         let mut seq = existing.last().map_or(1, |a| a.seq + 1);
@@ -755,16 +922,16 @@ impl Repo {
             seq,
             time_ms: pending.started_ms,
             author: super::default_author(),
-            table: pending.table.clone(),
-            reason: pending.reason.clone(),
-            predicate_hash: pending.predicate_hash.clone(),
-            versions: pending.versions.clone(),
-            moved_refs: pending.moved_refs.clone(),
+            table: pending.table,
+            reason: pending.reason,
+            predicate_hash: pending.predicate_hash,
+            versions: pending.versions,
+            moved_refs: pending.moved_refs,
             blobs_deleted: deleted,
             bytes_written: pending.bytes_written,
             fingerprint: ErasedFingerprint {
-                salt: pending.salt.clone(),
-                rows: pending.fingerprints.clone(),
+                salt: pending.salt,
+                rows: pending.fingerprints,
             },
         };
         loop {
@@ -777,7 +944,7 @@ impl Repo {
                 .create_doc(&format!("audit/{seq:08}.json"), bytes)
                 .await
             {
-                Ok(()) => break,
+                Ok(()) => return Ok(record),
                 Err(tablepin_store::StoreError::Exists { .. }) => {
                     seq += 1;
                     record.seq = seq;
@@ -785,13 +952,6 @@ impl Repo {
                 Err(e) => return Err(e.into()),
             }
         }
-        for p in &pending_paths {
-            self.store().delete_doc(p).await?;
-        }
-        Ok(EraseReport {
-            audit: record,
-            seconds: start.elapsed().as_secs_f64(),
-        })
     }
 
     /// Every version an erasure replaced (and deleted), with its

@@ -10,6 +10,7 @@
 //! new blobs, and updates the content hash in O(changed rows).
 
 pub mod datafile;
+pub(crate) mod decide;
 pub mod diff;
 pub(crate) mod dv;
 pub(crate) mod keys;

@@ -16,5 +16,27 @@ where
     F: Fn(&T) -> Result<R> + Sync,
 {
     tablepin_format::try_map(tablepin_format::threads(), items, f)
-        .unwrap_or_else(|| Err(Error::InvalidArgument("a worker thread failed".into())))
+        .unwrap_or_else(|| Err(Error::Internal("a worker thread failed".into())))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::{Error, ErrorKind};
+    use tablepin_rowhash::RowHashError;
+
+    /// A worker that stops without an answer is the program's failure
+    /// (exit code of an internal error), never bad input.
+    #[test]
+    fn a_failed_worker_thread_is_an_internal_error() {
+        let err = super::map(&[1, 2, 3], |i| {
+            if *i == 2 {
+                panic!("worker stops");
+            }
+            Ok(*i)
+        })
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Internal, "{err}");
+        let hashing = Error::from(RowHashError::ThreadFailed);
+        assert_eq!(hashing.kind(), ErrorKind::Internal, "{hashing}");
+    }
 }

@@ -28,7 +28,8 @@ use tablepin_store::Store;
 use super::datafile::{
     read_data_file, write_data_file, DataFile, PageIndex, Select, WriteSettings,
 };
-use super::keys::{self, KeyCodec, KeyRef, SortKeys};
+use super::decide::{self, Decision, Loc, OldRow};
+use super::keys::{self, KeyCodec, SortKeys};
 use super::types::{self, Fit};
 use super::{dv, schema_of};
 use crate::error::{Error, Result};
@@ -105,12 +106,6 @@ impl TablePlan {
             checks,
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Loc {
-    file: usize,
-    pos: u32,
 }
 
 /// The input's keys as bounds (single integer or text key), in key order,
@@ -528,43 +523,44 @@ impl InputHashes {
     }
 }
 
-/// One live row of the parent: where it is and its hash.
-struct OldRow {
-    loc: Loc,
-    hash: RowHash,
+/// What [`read_all`] read of the parent's files: their live rows, the keys
+/// of each file's rows (keyed tables), their deletion vectors and bytes.
+struct ParentRows {
+    rows: Vec<OldRow>,
+    keys: HashMap<usize, SortKeys>,
+    dvs: Dvs,
+    held: Held,
 }
 
-/// Everything [`read_all`] read of the parent: its live rows, the keys of
-/// each file's rows (keyed tables), and its deletion vectors.
-type AllRows = (Vec<OldRow>, Vec<SortKeys>, Dvs, Held);
-
-/// Reads every live row of the parent with its hash, under `schema`, and
-/// the keys of each file's rows (for keyed tables); each file read,
-/// verified, decoded and hashed as one job (`Store::map_blobs`).
+/// Reads every live row of the parent files `which` with its hash, under
+/// `schema`, and the keys of each file's rows (for keyed tables); each file
+/// read, verified, decoded and hashed as one job (`Store::map_blobs`).
 async fn read_all(
     store: &Store,
     parent: &TableSnapshot,
+    which: &[usize],
     schema: &SchemaRef,
     codec: Option<&KeyCodec>,
-) -> Result<AllRows> {
-    let dvs = dv::load_many(store, &parent.files).await?;
-    let ids: Vec<ObjectId> = parent.files.iter().map(|f| f.data).collect();
+) -> Result<ParentRows> {
+    let dvs = dv::load_many(store, which.iter().map(|fi| &parent.files[*fi])).await?;
+    let ids: Vec<ObjectId> = which.iter().map(|fi| parent.files[*fi].data).collect();
     let per_file = store
-        .map_blobs(&ids, |fi, bytes| {
+        .map_blobs(&ids, |i, bytes| {
             let held = bytes.clone();
-            let file = DataFile::open(ids[fi], bytes)?;
-            let dv = dvs[fi].as_ref();
+            let file = DataFile::open(ids[i], bytes)?;
+            let dv = dvs[i].as_ref();
             let batches = file.read(schema, Select::All)?;
             let keys = codec.map(|c| c.sort_keys(&batches)).transpose()?;
             let mut rows = Vec::with_capacity(file.rows());
             let mut pos = 0u32;
             for b in &batches {
-                for h in hash_rows(b)? {
+                for hash in hash_rows(b)? {
                     if !dv.is_some_and(|d| d.contains(pos)) {
-                        rows.push(OldRow {
-                            loc: Loc { file: fi, pos },
-                            hash: h,
-                        });
+                        let loc = Loc {
+                            file: which[i],
+                            pos,
+                        };
+                        rows.push(OldRow { loc, hash });
                     }
                     pos += 1;
                 }
@@ -572,25 +568,31 @@ async fn read_all(
             Ok::<_, Error>((rows, keys, held))
         })
         .await?;
-    let mut rows = Vec::new();
-    let mut keys = Vec::new();
-    let mut held = Held::new();
-    for (fi, (r, k, bytes)) in per_file.into_iter().enumerate() {
-        rows.extend(r);
-        keys.extend(k);
-        held.insert(ids[fi], bytes);
+    let mut out = ParentRows {
+        rows: Vec::new(),
+        keys: HashMap::new(),
+        dvs: which.iter().copied().zip(dvs).collect(),
+        held: Held::new(),
+    };
+    for (i, (r, k, bytes)) in per_file.into_iter().enumerate() {
+        out.rows.extend(r);
+        if let Some(k) = k {
+            out.keys.insert(which[i], k);
+        }
+        out.held.insert(ids[i], bytes);
     }
-    Ok((rows, keys, dvs.into_iter().enumerate().collect(), held))
+    Ok(out)
 }
 
-/// Plans a commit to one table.
-pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
-    let table = p.table;
-    let input = concat_batches(&p.schema, &p.batches).map_err(Error::arrow("reading the input"))?;
-    let parent = p.parent;
-
-    // The key the table has.
-    let key: Vec<String> = match (parent, &p.key) {
+/// The key a commit's table has: the parent's, or the one given (which may
+/// not change a table's key).
+fn table_key(
+    table: &str,
+    parent: Option<&TableSnapshot>,
+    given: &Option<Vec<String>>,
+    mode: Mode,
+) -> Result<Vec<String>> {
+    let key: Vec<String> = match (parent, given) {
         (Some(par), Some(k)) if par.key != *k && !(par.key.is_empty() && par.files.is_empty()) => {
             return Err(Error::KeyChange {
                 table: table.to_string(),
@@ -602,42 +604,39 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         (Some(par), None) => par.key.clone(),
         (None, None) => Vec::new(),
     };
-    if key.is_empty() && matches!(p.mode, Mode::Upsert | Mode::Delete) {
+    if key.is_empty() && matches!(mode, Mode::Upsert | Mode::Delete) {
         return Err(Error::NoKey {
             table: table.to_string(),
-            mode: p.mode.name().to_string(),
+            mode: mode.name().to_string(),
         });
     }
+    Ok(key)
+}
 
-    if p.mode == Mode::Compact {
-        let Some(par) = parent else {
-            return Err(Error::InvalidArgument(format!(
-                "table '{table}' does not exist yet, so there is nothing to compact"
-            )));
-        };
-        return plan_compact(store, table, par, p.settings).await;
-    }
-    if p.mode == Mode::Delete {
-        let Some(par) = parent else {
-            return Err(Error::InvalidArgument(format!(
-                "table '{table}' does not exist yet, so there is nothing to delete"
-            )));
-        };
-        return plan_delete(store, table, par, &input, &key, p.settings).await;
-    }
+/// A commit's input made ready: its schema against the parent's, its rows
+/// conformed to it, its key columns and its rows in key order (checked
+/// unique).
+struct Ready {
+    schema: SchemaRef,
+    /// The schema differs from the parent's.
+    schema_moved: bool,
+    /// Every row is written again (a schema change that rewrites).
+    rewrite_all: bool,
+    input: RecordBatch,
+    key: Vec<String>,
+    key_idx: Vec<usize>,
+    codec: Option<KeyCodec>,
+    order: Vec<u32>,
+}
 
-    let (schema, schema_moved, rewrite_all) = resolve_schema(
-        table,
-        parent.map(|s| &s.schema),
-        &input.schema(),
-        p.rules,
-        p.mode,
-        &key,
-    )?;
-    let input = types::conform(&input, &schema).map_err(|message| {
+fn ready(table: &str, p: &PlanInput<'_>, input: &RecordBatch, key: &[String]) -> Result<Ready> {
+    let parent_schema = p.parent.map(|s| &s.schema);
+    let (schema, schema_moved, rewrite_all) =
+        resolve_schema(table, parent_schema, &input.schema(), p.rules, p.mode, key)?;
+    let input = types::conform(input, &schema).map_err(|message| {
         Error::InvalidArgument(format!("the input of table '{table}': {message}"))
     })?;
-    let key_idx = keys::key_indices(table, &schema, &key)?;
+    let key_idx = keys::key_indices(table, &schema, key)?;
     let codec = if key.is_empty() {
         None
     } else {
@@ -647,222 +646,247 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         Some(c) => keys::validate_and_order(table, &input, c)?,
         None => (0..input.num_rows() as u32).collect(),
     };
-    let parent_live = if rewrite_all { None } else { parent };
-    let sorted = SortedBounds::new(&input, &key_idx, &order);
+    Ok(Ready {
+        schema,
+        schema_moved,
+        rewrite_all,
+        input,
+        key: key.to_vec(),
+        key_idx,
+        codec,
+        order,
+    })
+}
+
+/// A decision with what was read to reach it: the parent's deletion
+/// vectors and data files, which the rest of the commit reuses.
+struct Decided {
+    decision: Decision,
+    dvs: Dvs,
+    held: Held,
+}
+
+/// Plans a commit to one table: reads what the decision needs, decides
+/// (`decide`), then writes what it decided.
+pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
+    let table = p.table;
+    let input = concat_batches(&p.schema, &p.batches).map_err(Error::arrow("reading the input"))?;
+    let parent = p.parent;
+    let key = table_key(table, parent, &p.key, p.mode)?;
+    if matches!(p.mode, Mode::Compact | Mode::Delete) {
+        let Some(par) = parent else {
+            return Err(Error::InvalidArgument(format!(
+                "table '{table}' does not exist yet, so there is nothing to {}",
+                p.mode.name()
+            )));
+        };
+        return match p.mode {
+            Mode::Compact => plan_compact(store, table, par, p.settings).await,
+            _ => plan_delete(store, table, par, &input, &key, p.settings).await,
+        };
+    }
+    let r = ready(table, &p, &input, &key)?;
+    drop(input);
+    let parent_live = if r.rewrite_all { None } else { parent };
+    let sorted = SortedBounds::new(&r.input, &r.key_idx, &r.order);
+    let looks_up = matches!(p.mode, Mode::Append | Mode::Upsert) && r.codec.is_some();
     // An append or upsert of a keyed table looks its keys up in the parent:
     // the look-up's small reads go first, before the CPU-bound work below
     // takes the cores.
-    let mut prepared = match (p.mode, parent_live) {
-        (Mode::Append | Mode::Upsert, Some(par)) if codec.is_some() => {
-            Some(LookUp::prepare(store, par, &sorted, input.num_rows()).await?)
+    let prepared = match parent_live {
+        Some(par) if looks_up => {
+            Some(LookUp::prepare(store, par, &sorted, r.input.num_rows()).await?)
         }
         _ => None,
     };
-    let mut in_hashes = InputHashes::start(&input);
+    let mut in_hashes = InputHashes::start(&r.input);
     // Every input row is written when there is no parent, on an append, and
     // on an upsert unless some row is the same again: the new file is
     // written on a worker thread while the commit reads the parent, and
     // used if the look-up agrees (a weekly commit's appended and changed
     // rows); otherwise it is dropped and the rows are written afterwards.
+    let expected = parent_live.is_none() || matches!(p.mode, Mode::Append | Mode::Upsert);
     let guess = WriteTask::start(
-        if parent_live.is_none() || matches!(p.mode, Mode::Append | Mode::Upsert) {
-            order.clone()
+        if expected {
+            r.order.clone()
         } else {
             Vec::new()
         },
-        &input,
-        &key_idx,
+        &r.input,
+        &r.key_idx,
         p.settings,
     );
-
-    // Decide: which input rows to write, which old positions to remove.
-    let mut write = vec![false; input.num_rows()];
-    let mut removals: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
-    let mut known_dvs = Dvs::new();
-    let mut held = Held::new();
-    let mut removed_hash = ContentHash::EMPTY;
-    let (mut added, mut changed, mut deleted) = (0u64, 0u64, 0u64);
-    match (p.mode, parent_live) {
-        (_, None) => {
-            write.iter_mut().for_each(|w| *w = true);
-            added = input.num_rows() as u64;
-            deleted = parent.map_or(0, |s| s.rows);
+    let n = r.input.num_rows();
+    let decided = match (parent_live, prepared) {
+        (None, _) => Decided {
+            decision: Decision {
+                deleted: parent.map_or(0, |s| s.rows),
+                ..Decision::all_new(n)
+            },
+            dvs: Dvs::new(),
+            held: Held::new(),
+        },
+        (Some(par), Some(lookup)) => {
+            let found = lookup.run_for(store, par, &r).await?;
+            found.decide(table, p.mode, &r, in_hashes.get().await?)?
         }
-        (Mode::Append, Some(_)) if codec.is_none() => {
-            write.iter_mut().for_each(|w| *w = true);
-            added = input.num_rows() as u64;
+        (Some(_), None) if p.mode == Mode::Append => Decided {
+            decision: Decision::all_new(n),
+            dvs: Dvs::new(),
+            held: Held::new(),
+        },
+        (Some(par), None) => {
+            let hashes = in_hashes.get().await?;
+            decide_overwrite(store, par, &r, &sorted, hashes).await?
         }
-        (Mode::Append | Mode::Upsert, Some(par)) => {
-            let kschema = keys::key_schema(&schema, &key_idx);
-            let kcodec = KeyCodec::new(&kschema, (0..key_idx.len()).collect())?;
-            let in_keys = input
-                .project(&key_idx)
-                .map_err(Error::arrow("reading keys"))?;
-            let lookup = match prepared.take() {
-                Some(l) => l,
-                None => LookUp::prepare(store, par, &sorted, input.num_rows()).await?,
-            };
-            let Found {
-                locs: found,
-                hashes: old,
-                dvs,
-                held: read,
-            } = lookup
-                .run(store, par, &schema, &kschema, &kcodec, &in_keys)
-                .await?;
-            known_dvs = dvs;
-            held = read;
-            if p.mode == Mode::Append {
-                if let Some(i) = found.iter().position(Option::is_some) {
-                    return Err(Error::KeyExists {
-                        table: table.to_string(),
-                        key: keys::key_text(&input, &key_idx, i),
-                    });
-                }
-            }
-            let in_hashes = in_hashes.get().await?;
-            for (i, f) in found.iter().enumerate() {
-                match f {
-                    None => {
-                        write[i] = true;
-                        added += 1;
-                    }
-                    Some(l) => {
-                        let old_h = old.get(&(l.file, l.pos)).copied();
-                        if old_h != Some(in_hashes[i]) {
-                            write[i] = true;
-                            changed += 1;
-                            removals.entry(l.file).or_default().push(l.pos);
-                            if let Some(h) = old_h {
-                                removed_hash.add(&h);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        (Mode::Overwrite, Some(par)) => {
-            let (old_rows, old_keys, dvs, read) =
-                read_all(store, par, &schema, codec.as_ref()).await?;
-            known_dvs = dvs;
-            held = read;
-            let in_hashes = in_hashes.get().await?;
-            if let Some(c) = &codec {
-                let in_keys = c.sort_keys(std::slice::from_ref(&input))?;
-                let mut index: HashMap<KeyRef<'_>, usize> = HashMap::with_capacity(old_rows.len());
-                for (j, r) in old_rows.iter().enumerate() {
-                    index.insert(old_keys[r.loc.file].get(r.loc.pos as usize), j);
-                }
-                let mut seen = vec![false; old_rows.len()];
-                for i in 0..input.num_rows() {
-                    match index.get(&in_keys.get(i)) {
-                        None => {
-                            write[i] = true;
-                            added += 1;
-                        }
-                        Some(&j) => {
-                            seen[j] = true;
-                            if old_rows[j].hash != in_hashes[i] {
-                                write[i] = true;
-                                changed += 1;
-                                removals
-                                    .entry(old_rows[j].loc.file)
-                                    .or_default()
-                                    .push(old_rows[j].loc.pos);
-                                removed_hash.add(&old_rows[j].hash);
-                            }
-                        }
-                    }
-                }
-                for (j, r) in old_rows.iter().enumerate() {
-                    if !seen[j] {
-                        deleted += 1;
-                        removals.entry(r.loc.file).or_default().push(r.loc.pos);
-                        removed_hash.add(&r.hash);
-                    }
-                }
-            } else {
-                // Unkeyed: the rows' multiset decides. Each input row uses up
-                // one old row with the same hash; what is left over changed.
-                let mut pool: HashMap<RowHash, Vec<Loc>> = HashMap::new();
-                for r in old_rows.iter().rev() {
-                    pool.entry(r.hash).or_default().push(r.loc);
-                }
-                for (i, h) in in_hashes.iter().enumerate() {
-                    match pool.get_mut(h).and_then(Vec::pop) {
-                        Some(_) => {}
-                        None => {
-                            write[i] = true;
-                            added += 1;
-                        }
-                    }
-                }
-                for (h, locs) in pool {
-                    for l in locs {
-                        deleted += 1;
-                        removals.entry(l.file).or_default().push(l.pos);
-                        removed_hash.add(&h);
-                    }
-                }
-            }
-        }
-        (Mode::Delete | Mode::Compact, Some(_)) => {
-            return Err(Error::Internal(format!("{} planned twice", p.mode.name())))
-        }
-    }
-
-    // New data files: the written rows, in key order (keyed) or input order.
-    let in_hashes = in_hashes.get().await?;
-    let rows_out: Vec<u32> = order
-        .iter()
-        .copied()
-        .filter(|i| write[*i as usize])
-        .collect();
-    let (mut new_files, mut blobs) = match guess.finish(&rows_out).await? {
-        Some(written) => written,
-        None => write_files(&input, &rows_out, &key_idx, p.settings)?,
     };
-    for (f, rows) in new_files.iter_mut().zip(file_chunks(&rows_out, p.settings)) {
+    let in_hashes = in_hashes.get().await?;
+    let rows_out: Vec<u32> = (r.order.iter().copied())
+        .filter(|i| decided.decision.write[*i as usize])
+        .collect();
+    let written = match guess.finish(&rows_out).await? {
+        Some(written) => written,
+        None => write_files(&r.input, &rows_out, &r.key_idx, p.settings)?,
+    };
+    let how = Finish {
+        parent,
+        parent_live,
+        ready: &r,
+        settings: p.settings,
+        in_hashes,
+    };
+    finish(store, &how, decided, &rows_out, written).await
+}
+
+/// An overwrite: the input is the whole table. Input rows whose hashes add
+/// up to those of the whole parent, or (keyed) of a group of its files,
+/// are those rows, and those files are not read (`decide::overwrite_scope`).
+async fn decide_overwrite(
+    store: &Store,
+    par: &TableSnapshot,
+    r: &Ready,
+    sorted: &SortedBounds,
+    hashes: &[RowHash],
+) -> Result<Decided> {
+    let n = r.input.num_rows();
+    if !r.schema_moved && decide::same_rows(hashes, par) {
+        return Ok(Decided {
+            decision: Decision::keep_all(n),
+            dvs: Dvs::new(),
+            held: Held::new(),
+        });
+    }
+    let Some(codec) = &r.codec else {
+        let all: Vec<usize> = (0..par.files.len()).collect();
+        let old = read_all(store, par, &all, &r.schema, None).await?;
+        return Ok(Decided {
+            decision: decide::by_multiset(hashes, &old.rows),
+            dvs: old.dvs,
+            held: old.held,
+        });
+    };
+    let scope = match r.schema_moved {
+        false => decide::overwrite_scope(&par.files, sorted.bounds.as_deref(), &r.order, hashes),
+        true => decide::Scope {
+            read: (0..par.files.len()).collect(),
+            rows: r.order.clone(),
+        },
+    };
+    let old = read_all(store, par, &scope.read, &r.schema, Some(codec)).await?;
+    let in_keys = codec.sort_keys(std::slice::from_ref(&r.input))?;
+    let mut decision = Decision::keep_all(n);
+    let mut old_keyed = Vec::with_capacity(old.rows.len());
+    for row in &old.rows {
+        let keys = old.keys.get(&row.loc.file).ok_or_else(|| {
+            Error::Internal(format!(
+                "no keys read for file {} of the parent",
+                row.loc.file
+            ))
+        })?;
+        old_keyed.push((keys.get(row.loc.pos as usize), *row));
+    }
+    let input = scope
+        .rows
+        .iter()
+        .map(|i| (*i as usize, in_keys.get(*i as usize)));
+    decide::by_key(&mut decision, input, hashes, old_keyed);
+    Ok(Decided {
+        decision,
+        dvs: old.dvs,
+        held: old.held,
+    })
+}
+
+/// What [`finish`] builds the snapshot from.
+struct Finish<'a> {
+    parent: Option<&'a TableSnapshot>,
+    /// The parent whose files the new snapshot keeps (none when every row
+    /// is written again).
+    parent_live: Option<&'a TableSnapshot>,
+    ready: &'a Ready,
+    settings: &'a WriteSettings,
+    in_hashes: &'a [RowHash],
+}
+
+/// The new snapshot from a decision and the files written for it: the old
+/// files with their new deletion vectors (compacted where they hide too
+/// many rows), the new files, and the content hash moved by the rows
+/// added and removed.
+async fn finish(
+    store: &Store,
+    how: &Finish<'_>,
+    decided: Decided,
+    rows_out: &[u32],
+    written: NewFiles,
+) -> Result<TablePlan> {
+    let Finish {
+        parent,
+        parent_live,
+        ready: r,
+        settings,
+        in_hashes,
+    } = *how;
+    let Decided {
+        decision: d,
+        dvs: known_dvs,
+        held,
+    } = decided;
+    let (mut new_files, mut blobs) = written;
+    for (f, rows) in new_files.iter_mut().zip(file_chunks(rows_out, settings)) {
         f.hash_sum = rows.iter().map(|i| in_hashes[*i as usize]).collect();
     }
     let added_hash: ContentHash = rows_out.iter().map(|i| in_hashes[*i as usize]).collect();
-
     // Old files: new deletion vectors where rows were removed.
     let (mut files, mut dvs) = (Vec::new(), Vec::new());
     if let Some(par) = parent_live {
-        (files, dvs) = apply_removals(store, par, &removals, known_dvs).await?;
+        (files, dvs) = apply_removals(store, par, &d.removals, known_dvs).await?;
     }
     let old_count = files.len();
     files.extend(new_files);
-    if !schema_moved && !removals.is_empty() {
+    if !r.schema_moved && !d.removals.is_empty() {
         let how = Compaction {
-            schema: &schema,
-            key_idx: &key_idx,
-            settings: p.settings,
+            schema: &r.schema,
+            key_idx: &r.key_idx,
+            settings,
             held: &held,
         };
         compact(store, &mut files, &mut dvs, &mut blobs, &how).await?;
     }
-
-    let mut content = match parent_live {
-        Some(par) => par.content_hash,
-        None => ContentHash::EMPTY,
-    };
-    content.unmerge(&removed_hash);
+    let mut content = parent_live.map_or(ContentHash::EMPTY, |par| par.content_hash);
+    content.unmerge(&d.removed_hash);
     content.merge(&added_hash);
-    if schema_moved && parent_live.is_some() {
+    if r.schema_moved && parent_live.is_some() {
         // Every row's hash includes every column: a new column changes them
         // all, so the old files are hashed again under the new schema.
-        content = rehash(store, &mut files[..old_count], &dvs, &schema).await?;
+        content = rehash(store, &mut files[..old_count], &dvs, &r.schema).await?;
         content.merge(&added_hash);
     }
     blobs.extend(dv::pack(&mut files, dvs));
-
     let rows: u64 = files.iter().map(FileEntry::live_rows).sum();
     let snapshot = TableSnapshot {
         format: FORMAT_VERSION,
-        schema: (*schema).clone(),
-        key,
+        schema: (*r.schema).clone(),
+        key: r.key.clone(),
         files,
         rows,
         content_hash: content,
@@ -871,8 +895,59 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
         parent,
         snapshot,
         blobs,
-        (added, changed, deleted),
+        (d.added, d.changed, d.deleted),
     ))
+}
+
+impl LookUp {
+    /// [`LookUp::run`] for a commit's input keys.
+    async fn run_for(self, store: &Store, par: &TableSnapshot, r: &Ready) -> Result<Found> {
+        let kschema = keys::key_schema(&r.schema, &r.key_idx);
+        let kcodec = KeyCodec::new(&kschema, (0..r.key_idx.len()).collect())?;
+        let in_keys = (r.input.project(&r.key_idx)).map_err(Error::arrow("reading keys"))?;
+        self.run(store, par, &r.schema, &kschema, &kcodec, &in_keys)
+            .await
+    }
+}
+
+impl Found {
+    /// Each input row's live parent row with the same key, if any.
+    fn rows(&self) -> Result<Vec<Option<OldRow>>> {
+        (self.locs.iter())
+            .map(|l| match l {
+                None => Ok(None),
+                Some(loc) => match self.hashes.get(&(loc.file, loc.pos)) {
+                    Some(hash) => Ok(Some(OldRow {
+                        loc: *loc,
+                        hash: *hash,
+                    })),
+                    None => Err(Error::Internal(format!(
+                        "the look-up found row {} of file {} of the parent without hashing it",
+                        loc.pos, loc.file
+                    ))),
+                },
+            })
+            .collect()
+    }
+
+    /// An append or upsert decided from what the look-up found (an append
+    /// may not name a key the table has).
+    fn decide(self, table: &str, mode: Mode, r: &Ready, hashes: &[RowHash]) -> Result<Decided> {
+        if mode == Mode::Append {
+            if let Some(i) = self.locs.iter().position(Option::is_some) {
+                return Err(Error::KeyExists {
+                    table: table.to_string(),
+                    key: keys::key_text(&r.input, &r.key_idx, i),
+                });
+            }
+        }
+        let found = self.rows()?;
+        Ok(Decided {
+            decision: decide::by_found(&found, hashes),
+            dvs: self.dvs,
+            held: self.held,
+        })
+    }
 }
 
 /// Compaction on request: the table's live rows written again as files of
@@ -986,11 +1061,9 @@ impl WriteTask {
     /// otherwise (the work is dropped).
     async fn finish(self, rows: &[u32]) -> Result<Option<NewFiles>> {
         match self.task {
-            Some(t) if self.rows == rows => {
-                Ok(Some(t.await.map_err(|_| {
-                    Error::InvalidArgument("a worker thread failed".into())
-                })??))
-            }
+            Some(t) if self.rows == rows => Ok(Some(t.await.map_err(|_| {
+                Error::Internal("the thread writing the new data files failed".into())
+            })??)),
             _ => Ok(None),
         }
     }
