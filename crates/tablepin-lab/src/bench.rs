@@ -20,6 +20,7 @@ use arrow::array::RecordBatch;
 use serde_json::{json, Value};
 use tablepin::{CommitOptions, GcPolicy, Mode, Repo, WriteSettings};
 
+use crate::run::Replay;
 use crate::{cpu_seconds, LabError};
 
 /// Options of a benchmark run.
@@ -211,6 +212,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     }
 
     let query = query_bench(&repo, &plain, opts.repeat.max(1)).await?;
+    let overwrite = overwrite_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
 
     // verify.
     let vr = repo.verify(&tablepin::NoProgress).await?;
@@ -249,6 +251,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
             "plain_streamed_seconds": streamed_s,
         },
         "query": query,
+        "overwrite": overwrite,
         "verify": {
             "mb_per_s": vr.mb_per_s, "seconds": vr.seconds, "bytes": vr.bytes, "blobs": vr.blobs,
             "rows_hashed": vr.rows_hashed, "repository_bytes": stored,
@@ -258,6 +261,85 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
         out["lab_gc_erase"] = lab_gc_erase(data, dir.path()).await?;
     }
     Ok(out)
+}
+
+/// Overwrites of the generated table (a repository of its own, the base
+/// committed once) against reading and hashing the same input alone: the
+/// same rows, the same rows in another order, and 150 rows changed. Each
+/// measurement reads its input from a Parquet file, as a job that writes
+/// the table hands it over; the baseline reads the same file and hashes
+/// its rows. After the changed rows' commit the base is restored, so every
+/// round overwrites the same parent.
+async fn overwrite_bench(
+    dir: &std::path::Path,
+    base: &RecordBatch,
+    settings: &WriteSettings,
+    repeat: usize,
+) -> Result<Value, LabError> {
+    let repo = Repo::init(&dir.join("overwrite").to_string_lossy(), settings.clone()).await?;
+    let first = commit_base(&repo, base).await?;
+    let n = base.num_rows();
+    let reversed = {
+        let idx: Vec<u32> = (0..n as u32).rev().collect();
+        arrow::compute::take_record_batch(base, &arrow::array::UInt32Array::from(idx))?
+    };
+    let write = |name: &str, b: &RecordBatch| -> Result<std::path::PathBuf, LabError> {
+        let path = dir.join(format!("overwrite-{name}.parquet"));
+        std::fs::write(&path, parquet_bytes(std::slice::from_ref(b), settings)?)
+            .map_err(|e| LabError::Other(e.to_string()))?;
+        Ok(path)
+    };
+    let same = write("same", base)?;
+    let other_order = write("reversed", &reversed)?;
+    let ids = tablepin_datagen::pick_ids(n as i64, 150, 7);
+    let changed = write("changed", &tablepin_datagen::with_returns(base, &ids, 3))?;
+    let cases = [
+        ("same_rows", &same),
+        ("another_order", &other_order),
+        ("changed_150", &changed),
+    ];
+    let mut times: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); cases.len()];
+    let mut bytes_new = vec![0u64; cases.len()];
+    for _ in 0..repeat {
+        for (ci, (name, path)) in cases.iter().enumerate() {
+            let t = Instant::now();
+            let (_, batches) = read_plain(path, true)?;
+            let all = arrow::compute::concat_batches(&base.schema(), &batches)?;
+            drop(batches);
+            let hashes = tablepin_rowhash::hash_rows(&all)?;
+            times[ci].1.push(t.elapsed().as_secs_f64());
+            drop((all, hashes));
+            let t = Instant::now();
+            let (_, batches) = read_plain(path, true)?;
+            let opts = CommitOptions {
+                mode: Mode::Overwrite,
+                message: (*name).into(),
+                ..Default::default()
+            };
+            let c = repo.commit("sales", base.schema(), batches, &opts).await?;
+            times[ci].0.push(t.elapsed().as_secs_f64());
+            bytes_new[ci] = c.change.bytes_new;
+            if c.change.rows_changed > 0 {
+                let back = tablepin::RestoreOptions {
+                    message: Some("back to the base".into()),
+                    ..Default::default()
+                };
+                repo.restore(&first.version.to_string(), &back).await?;
+            }
+        }
+    }
+    let mut out = serde_json::Map::new();
+    for (ci, (name, _)) in cases.iter().enumerate() {
+        let (commit, baseline) = (median(times[ci].0.clone()), median(times[ci].1.clone()));
+        let target = if *name == "changed_150" { 2.0 } else { 1.5 };
+        out.insert(
+            (*name).into(),
+            json!({"seconds_median": commit, "read_and_hash_seconds_median": baseline,
+                   "ratio": commit / baseline, "target_ratio": target, "bytes_new": bytes_new[ci],
+                   "seconds": times[ci].0, "read_and_hash_seconds": times[ci].1}),
+        );
+    }
+    Ok(Value::Object(out))
 }
 
 /// The query the SQL measurement runs: a filtered aggregate over one column.
@@ -346,8 +428,19 @@ async fn plain_aggregate(path: &std::path::Path) -> Result<Vec<RecordBatch>, Lab
 async fn lab_gc_erase(data: &str, dir: &std::path::Path) -> Result<Value, LabError> {
     let path = std::path::PathBuf::from(data);
     let repo_path = dir.join("lab");
-    let repo = crate::run::tablepin_only(&path, &repo_path).await?;
+    let t = Instant::now();
+    let repo = crate::run::tablepin_only(&path, &repo_path, Replay::AsUsers).await?;
+    let as_users_s = t.elapsed().as_secs_f64();
     let (stored, blobs) = repo.stored().await?;
+    // The same history, every version committed as an overwrite with the
+    // whole table.
+    let over_path = dir.join("lab-overwrites");
+    let t = Instant::now();
+    let over = crate::run::tablepin_only(&path, &over_path, Replay::Overwrites).await?;
+    let overwrites_s = t.elapsed().as_secs_f64();
+    let (over_stored, _) = over.stored().await?;
+    drop(over);
+    std::fs::remove_dir_all(&over_path).map_err(|e| LabError::Other(e.to_string()))?;
     let mut rules = serde_json::Map::new();
     for (rule, keep_last, keep_tags) in [("last4", Some(4), false), ("last4_tags", Some(4), true)] {
         let copy = dir.join(format!("gc-{rule}"));
@@ -384,6 +477,9 @@ async fn lab_gc_erase(data: &str, dir: &std::path::Path) -> Result<Value, LabErr
     let apply_s = t.elapsed().as_secs_f64();
     Ok(json!({
         "repository_bytes": stored, "repository_blobs": blobs, "gc": rules,
+        // Both include loading the data and deriving the history (~1 s).
+        "replay": {"as_users_seconds": as_users_s, "overwrites_seconds": overwrites_s,
+                   "as_users_bytes": stored, "overwrites_bytes": over_stored},
         "erase": {"plan_seconds": plan_s, "apply_seconds": apply_s, "files_rewritten": files,
                   "bytes_written": rep.audit.bytes_written, "rewritten_file_bytes": files_bytes,
                   "versions_replaced": rep.audit.versions.len()},

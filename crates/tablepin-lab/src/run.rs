@@ -954,9 +954,20 @@ fn keep_repository(from: &Path, to: &Path) -> Result<(), LabError> {
     std::fs::rename(from, to).map_err(fail)
 }
 
+/// How [`tablepin_only`] commits each version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// As a user would: the week's new and changed lines as an upsert, a
+    /// deletion as a delete, the whole table where it is written again.
+    AsUsers,
+    /// Every version as an overwrite with the whole table, as a job that
+    /// "just writes the table" does.
+    Overwrites,
+}
+
 /// Commits the experiment's 110 versions (with its tags) to a new
 /// repository at `dir`, through tablepin alone.
-pub async fn tablepin_only(data_path: &Path, dir: &Path) -> Result<Repo, LabError> {
+pub async fn tablepin_only(data_path: &Path, dir: &Path, replay: Replay) -> Result<Repo, LabError> {
     let l = data::load(data_path)?;
     let d = experiment::derive(&l);
     let commits = experiment::commits(&l, &d);
@@ -965,7 +976,10 @@ pub async fn tablepin_only(data_path: &Path, dir: &Path) -> Result<Repo, LabErro
     let repo = Repo::init(&dir.to_string_lossy(), WriteSettings::default()).await?;
     for (ci, c) in commits.iter().enumerate() {
         let delta = state.apply(&l, &d, c, 17388.0);
-        let (mode, input) = tablepin_input(&l, &master, &state, c, &delta)?;
+        let (mode, input) = match replay {
+            Replay::AsUsers => tablepin_input(&l, &master, &state, c, &delta)?,
+            Replay::Overwrites => (Mode::Overwrite, master.current(&state.order, &state)?),
+        };
         let copts = CommitOptions {
             mode,
             key: Some(vec!["line".into()]),
