@@ -292,7 +292,18 @@ async fn overwrite_bench(
     let same = write("same", base)?;
     let other_order = write("reversed", &reversed)?;
     let ids = tablepin_datagen::pick_ids(n as i64, 150, 7);
-    let changed = write("changed", &tablepin_datagen::with_returns(base, &ids, 3))?;
+    // The whole table with 150 of its rows changed (row i has id i).
+    let changed = {
+        let keep: arrow::array::BooleanArray = (0..n as i64)
+            .map(|i| Some(ids.binary_search(&i).is_err()))
+            .collect();
+        let kept = arrow::compute::filter_record_batch(base, &keep)?;
+        let new = tablepin_datagen::with_returns(base, &ids, 3);
+        write(
+            "changed",
+            &arrow::compute::concat_batches(&base.schema(), [&kept, &new])?,
+        )?
+    };
     let cases = [
         ("same_rows", &same),
         ("another_order", &other_order),
@@ -319,7 +330,7 @@ async fn overwrite_bench(
             let c = repo.commit("sales", base.schema(), batches, &opts).await?;
             times[ci].0.push(t.elapsed().as_secs_f64());
             bytes_new[ci] = c.change.bytes_new;
-            if c.change.rows_changed > 0 {
+            if c.content_hash != first.content_hash {
                 let back = tablepin::RestoreOptions {
                     message: Some("back to the base".into()),
                     ..Default::default()
