@@ -173,6 +173,20 @@ pub struct CommitArgs {
     /// first (each retry plans again against the new head).
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub retry_for: humantime::Duration,
+    /// Plan the commit and write nothing: print the rows it adds, changes
+    /// and deletes, the blobs it writes and the checks that see it. With
+    /// --json the output is the plan, which --plan applies.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Apply the plan saved from `commit --dry-run --json` (that output, or
+    /// its "plan") to the same FILE: the branch, mode, key and schema rules
+    /// come from the plan. It commits only if planning again gives exactly
+    /// that plan; when the branch moved since, or FILE is another input,
+    /// nothing is committed.
+    #[arg(long, value_name = "PLAN", conflicts_with_all = [
+        "dry_run", "mode", "key", "branch", "create_branch", "allow_schema_change", "cast",
+    ])]
+    pub plan: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -188,15 +188,14 @@ async fn init(repo: &Option<String>, a: InitArgs, json_out: bool, stats: bool) -
 }
 
 async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> {
-    let delimiter = match a.delimiter.as_deref() {
+    let delimiter = delimiter(a.delimiter.as_deref())?;
+    let saved = match &a.plan {
+        Some(path) => Some(saved_commit_plan(path, &a.table)?),
         None => None,
-        Some("\\t" | "\t" | "tab") => Some(b'\t'),
-        Some(d) if d.len() == 1 => Some(d.as_bytes()[0]),
-        Some(d) => {
-            return Err(usage(format!(
-                "--delimiter takes one character (or \\t for a tab), not '{d}'"
-            )))
-        }
+    };
+    let opts = match &saved {
+        Some(plan) => plan.options(&commit_options(&a)),
+        None => commit_options(&a),
     };
     let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
     let spinner = output::Spinner::new(format!("reading {} ({})", a.file, size(bytes)));
@@ -213,12 +212,12 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
     if header_only {
         // A CSV header says nothing of the columns' types: read it with the
         // table's schema, or refuse it for a new table.
-        let Some(table_schema) = repo.table_schema(&a.branch, &a.table).await? else {
+        let Some(table_schema) = repo.table_schema(&opts.branch, &a.table).await? else {
             return Err(tablepin::Error::Input {
                 path: a.file.clone(),
                 message: format!(
                     "has a header but no rows, and table '{}' does not exist yet on '{}'; a new table's column types come from its rows, so commit a file with at least one row",
-                    a.table, a.branch
+                    a.table, opts.branch
                 ),
             }
             .into());
@@ -226,23 +225,15 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
         schema = tablepin::files::empty_with_schema(&a.file, &schema, &table_schema)?;
         batches = Vec::new();
     }
-    let opts = CommitOptions {
-        mode: match a.mode {
-            ModeArg::Overwrite => Mode::Overwrite,
-            ModeArg::Append => Mode::Append,
-            ModeArg::Upsert => Mode::Upsert,
-            ModeArg::Delete => Mode::Delete,
-        },
-        key: a.key,
-        allow_schema_change: a.allow_schema_change,
-        cast: a.cast,
-        message: a.message,
-        branch: a.branch,
-        time_ms: None,
-        create_branch: a.create_branch,
-        retry_for: a.retry_for.into(),
+    if a.dry_run {
+        let plan = repo.plan_commit(&a.table, schema, batches, &opts).await?;
+        drop(spinner);
+        return planned_commit(&plan, json_out);
+    }
+    let r = match &saved {
+        Some(plan) => repo.commit_saved(plan, schema, batches, &opts).await?,
+        None => repo.commit(&a.table, schema, batches, &opts).await?,
     };
-    let r = repo.commit(&a.table, schema, batches, &opts).await?;
     drop(spinner);
     if header_only && opts.mode == Mode::Overwrite && r.change.rows_deleted > 0 {
         eprintln!(
@@ -269,6 +260,93 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
             fired(&c.checks),
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The field separator `--delimiter` names.
+fn delimiter(given: Option<&str>) -> Result<Option<u8>> {
+    match given {
+        None => Ok(None),
+        Some("\\t" | "\t" | "tab") => Ok(Some(b'\t')),
+        Some(d) if d.len() == 1 => Ok(Some(d.as_bytes()[0])),
+        Some(d) => Err(usage(format!(
+            "--delimiter takes one character (or \\t for a tab), not '{d}'"
+        ))),
+    }
+}
+
+/// The commit the flags ask for.
+fn commit_options(a: &CommitArgs) -> CommitOptions {
+    CommitOptions {
+        mode: match a.mode {
+            ModeArg::Overwrite => Mode::Overwrite,
+            ModeArg::Append => Mode::Append,
+            ModeArg::Upsert => Mode::Upsert,
+            ModeArg::Delete => Mode::Delete,
+        },
+        key: a.key.clone(),
+        allow_schema_change: a.allow_schema_change,
+        cast: a.cast,
+        message: a.message.clone(),
+        branch: a.branch.clone(),
+        time_ms: None,
+        create_branch: a.create_branch,
+        retry_for: a.retry_for.into(),
+    }
+}
+
+/// A commit plan saved from `commit --dry-run --json`: that output (whose
+/// "plan" is the plan) or the plan alone.
+fn saved_commit_plan(path: &std::path::Path, table: &str) -> Result<tablepin::CommitPlan> {
+    let name = path.display();
+    let text =
+        std::fs::read(path).map_err(|e| usage(format!("cannot read the plan {name}: {e}")))?;
+    let not_a_plan = |e: serde_json::Error| {
+        usage(format!(
+            "{name} is not a commit plan saved by `tablepin commit --dry-run --json` ({e})"
+        ))
+    };
+    let mut value: serde_json::Value = serde_json::from_slice(&text).map_err(not_a_plan)?;
+    if value.get("dry_run").is_some() {
+        if let Some(inner) = value.get_mut("plan") {
+            value = inner.take();
+        }
+    }
+    let plan: tablepin::CommitPlan = serde_json::from_value(value).map_err(not_a_plan)?;
+    if plan.table != table {
+        return Err(usage(format!(
+            "the plan {name} commits to table '{}', not '{table}'",
+            plan.table
+        )));
+    }
+    Ok(plan)
+}
+
+/// Reports a planned commit (`commit --dry-run`).
+fn planned_commit(p: &tablepin::CommitPlan, json_out: bool) -> Result<ExitCode> {
+    if json_out {
+        output::json(&json!({ "dry_run": true, "plan": p }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let t = &p.plan;
+    let bytes: u64 = t.writes.iter().map(|w| w.bytes).sum();
+    outln!(
+        "plan: {} '{}' on {} from {}: {} rows after (+{} ~{} -{}), writes {} blob{} ({}) unless stored already, checks: {}",
+        p.mode.name(),
+        p.table,
+        p.branch,
+        p.parent.map_or("no version".into(), |v| v.short(12)),
+        t.snapshot.rows,
+        t.rows_added,
+        t.rows_changed,
+        t.rows_deleted,
+        t.writes.len(),
+        if t.writes.len() == 1 { "" } else { "s" },
+        size(bytes),
+        fired(&t.checks),
+    );
+    outln!("content hash after: {}", t.snapshot.content_hash);
+    outln!("(dry run: nothing was committed; `--dry-run --json > PLAN`, then `--plan PLAN`, commits exactly this)");
     Ok(ExitCode::SUCCESS)
 }
 

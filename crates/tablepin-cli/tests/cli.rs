@@ -401,3 +401,83 @@ fn help_explains_every_command() {
         assert!(r.stdout.contains("Usage: tablepin"), "{c}: {}", r.stdout);
     }
 }
+
+#[test]
+fn commit_dry_run_writes_nothing_and_its_plan_commits_exactly_that() {
+    let p = Project::new();
+    let v1 = p.write("v1.csv", "id,qty\n1,10\n2,20\n3,30\n");
+    p.run(&["commit", "t", v1.as_str(), "--key", "id", "-m", "first"])
+        .ok();
+    let v2 = p.write("v2.csv", "id,qty\n1,10\n2,21\n4,40\n");
+    let before = p.fingerprint();
+    let text = p.run(&["commit", "t", v2.as_str(), "--dry-run"]);
+    text.ok();
+    assert!(
+        text.stdout.contains("3 rows after (+1 ~1 -1)"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("nothing was committed"));
+    let dry = p.run(&["--json", "commit", "t", v2.as_str(), "--dry-run"]);
+    dry.ok();
+    assert_eq!(before, p.fingerprint(), "--dry-run changed the repository");
+    let plan = p.write("plan.json", &dry.stdout);
+    let v: serde_json::Value = serde_json::from_str(&dry.stdout).unwrap();
+    assert_eq!(v["plan"]["mode"], "overwrite");
+    let hash = v["plan"]["plan"]["snapshot"]["content_hash"].clone();
+
+    // The plan's own flags cannot be given again; another file or table is
+    // refused; nothing changes.
+    let stderr = p.run(&[
+        "commit",
+        "t",
+        v2.as_str(),
+        "--plan",
+        plan.as_str(),
+        "--mode",
+        "append",
+    ]);
+    assert_eq!(stderr.code, Some(2), "{}", stderr.stderr);
+    let other = p.write("other.csv", "id,qty\n1,11\n");
+    p.fails_unchanged(
+        &["commit", "t", other.as_str(), "--plan", plan.as_str()],
+        2,
+        "not the one the saved commit plan for table 't' was made with",
+    );
+    p.fails_unchanged(
+        &["commit", "u", v2.as_str(), "--plan", plan.as_str()],
+        2,
+        "commits to table 't', not 'u'",
+    );
+
+    let done = p.run(&[
+        "--json",
+        "commit",
+        "t",
+        v2.as_str(),
+        "--plan",
+        plan.as_str(),
+        "-m",
+        "second",
+    ]);
+    done.ok();
+    let r: serde_json::Value = serde_json::from_str(&done.stdout).unwrap();
+    assert_eq!(r["content_hash"], hash);
+    assert_eq!(
+        (
+            &r["change"]["rows_added"],
+            &r["change"]["rows_changed"],
+            &r["change"]["rows_deleted"]
+        ),
+        (&1.into(), &1.into(), &1.into())
+    );
+    let log = p.run(&["log"]);
+    assert!(log.stdout.contains("second"), "{}", log.stdout);
+
+    // Applied again, the plan no longer fits: the branch moved.
+    p.fails_unchanged(
+        &["commit", "t", v2.as_str(), "--plan", plan.as_str()],
+        4,
+        "no longer fits the repository",
+    );
+}

@@ -316,7 +316,7 @@ pub enum Error {
     /// repository moved since it was made.
     #[error("the saved {what} plan no longer fits the repository ({detail}); nothing was changed: make the plan again")]
     PlanOutdated {
-        /// Which plan: "erasure".
+        /// Which plan: "erasure" or "commit".
         what: &'static str,
         /// What differs.
         detail: String,
@@ -326,6 +326,14 @@ pub enum Error {
     PlanPredicate {
         /// BLAKE3 of the plan's predicate.
         planned: String,
+    },
+    /// A saved commit plan was given another input than it was made with.
+    #[error("the input is not the one the saved commit plan for table '{table}' was made with (its {detail}); nothing was committed: make the plan again from this input")]
+    PlanInput {
+        /// The plan's table.
+        table: String,
+        /// What differs.
+        detail: String,
     },
     /// Another gc or erasure holds the repository's lease.
     #[error("{what} is running, and did not finish within {waited_s} s; run the command again when it is done (if it crashed, its lease is ignored after an hour)")]
@@ -403,6 +411,7 @@ impl Error {
             | E::InvalidArgument(_)
             | E::AmbiguousRev { .. }
             | E::PlanPredicate { .. }
+            | E::PlanInput { .. }
             | E::Query(_) => ErrorKind::InvalidInput,
             // A hashing thread that stopped is this program's failure, not
             // the input's.

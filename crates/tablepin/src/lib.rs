@@ -61,12 +61,12 @@ pub mod table;
 
 pub use error::{Error, ErrorKind, Result};
 pub use repo::{
-    check_name, CommitOptions, CommitOutcome, CommitResult, Diff, EraseOptions, ErasePlan,
-    EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry, LogOptions, NoProgress,
-    Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, TableDiff,
-    TableRead, TableStream, DEFAULT_BRANCH,
+    check_name, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff, EraseOptions,
+    ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry, LogOptions,
+    NoProgress, Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult,
+    TableDiff, TableRead, TableStream, DEFAULT_BRANCH,
 };
-pub use table::plan::Mode;
+pub use table::plan::{Mode, PlannedBlob, TablePlan};
 pub use table::{ReadStats, ScanOptions, WriteSettings};
 pub use tablepin_format as format;
 pub use tablepin_format::{ContentHash, RefKind, VersionId};

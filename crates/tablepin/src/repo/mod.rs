@@ -35,7 +35,7 @@ pub use rev::{Replaced, ReplacedBy};
 pub use verify::VerifyReport;
 
 use crate::error::{Error, Result};
-use crate::table::plan::{self, Mode, PlanInput};
+use crate::table::plan::{self, Mode, PlanInput, TablePlan};
 use crate::table::{self, ReadStats, ScanOptions, WriteSettings};
 
 /// Reports progress of long work; the command line draws bars with it.
@@ -205,6 +205,83 @@ pub enum CommitOutcome {
     },
 }
 
+/// A commit planned against a branch head and not written
+/// ([`Repo::plan_commit`]): what decides it (table, branch, mode, key,
+/// schema rules), the version it starts from, and the [`TablePlan`] of ids
+/// and counts. It holds no rows; [`Repo::commit_saved`] applies it to the
+/// same input, and only while the branch is where it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitPlan {
+    /// The table.
+    pub table: String,
+    /// The branch.
+    pub branch: String,
+    /// How the input relates to the table.
+    pub mode: Mode,
+    /// The key columns given (`None`: the table's own).
+    pub key: Option<Vec<String>>,
+    /// See [`CommitOptions::allow_schema_change`].
+    pub allow_schema_change: bool,
+    /// See [`CommitOptions::cast`].
+    pub cast: bool,
+    /// See [`CommitOptions::create_branch`].
+    pub create_branch: bool,
+    /// The version the commit starts from (`None`: the first).
+    pub parent: Option<VersionId>,
+    /// What it writes and what it comes to.
+    pub plan: TablePlan,
+}
+
+impl CommitPlan {
+    /// `opts` with what decides the commit taken from this plan (what is
+    /// left of `opts`: the message, the time, how long to retry).
+    pub fn options(&self, opts: &CommitOptions) -> CommitOptions {
+        CommitOptions {
+            mode: self.mode,
+            key: self.key.clone(),
+            allow_schema_change: self.allow_schema_change,
+            cast: self.cast,
+            branch: self.branch.clone(),
+            create_branch: self.create_branch,
+            ..opts.clone()
+        }
+    }
+
+    /// What of `other`'s table plan differs from this one's, named for a
+    /// message; `None` when they are the same.
+    fn differs_from(&self, other: &CommitPlan) -> Option<String> {
+        let (a, b) = (&self.plan, &other.plan);
+        let pairs = [
+            ("schema", a.snapshot.schema == b.snapshot.schema),
+            ("key", a.snapshot.key == b.snapshot.key),
+            ("row count", a.snapshot.rows == b.snapshot.rows),
+            (
+                "content hash",
+                a.snapshot.content_hash == b.snapshot.content_hash,
+            ),
+            ("files", a.snapshot.files == b.snapshot.files),
+            ("writes", a.writes == b.writes),
+            (
+                "rows added, changed or deleted",
+                (a.rows_added, a.rows_changed, a.rows_deleted)
+                    == (b.rows_added, b.rows_changed, b.rows_deleted),
+            ),
+        ];
+        let off: Vec<&str> = pairs
+            .iter()
+            .filter(|(_, same)| !same)
+            .map(|(w, _)| *w)
+            .collect();
+        (!off.is_empty() || a != b).then(|| {
+            if off.is_empty() {
+                "plan".to_string()
+            } else {
+                off.join(", ")
+            }
+        })
+    }
+}
+
 /// Checks a commit's input and brings it to the stored types: views and
 /// dictionaries become plain arrays (see `files::normalize`), so the same
 /// rows from any writer store alike.
@@ -221,6 +298,21 @@ fn prepare_input(
     crate::files::normalize(schema, batches).map_err(Error::arrow(format!(
         "reading the input of table '{table}'"
     )))
+}
+
+/// The saved form of a commit planned with `opts`.
+fn saved_plan(table: &str, opts: &CommitOptions, planned: &Planned) -> CommitPlan {
+    CommitPlan {
+        table: table.to_string(),
+        branch: opts.branch.clone(),
+        mode: opts.mode,
+        key: opts.key.clone(),
+        allow_schema_change: opts.allow_schema_change,
+        cast: opts.cast,
+        create_branch: opts.create_branch,
+        parent: planned.parent_id,
+        plan: planned.plan.plan.clone(),
+    }
 }
 
 /// One line of `log`.
@@ -346,7 +438,7 @@ struct Planned {
     parent_id: Option<VersionId>,
     /// The parent version's tables (name to snapshot id).
     parent_tables: BTreeMap<String, ObjectId>,
-    plan: plan::TablePlan,
+    plan: plan::Staged,
 }
 
 /// A tablepin repository.
@@ -651,6 +743,70 @@ impl Repo {
         self.attempt(table, &schema, &batches, opts).await
     }
 
+    /// Plans a commit and writes nothing: the plan says exactly what
+    /// [`Repo::commit_saved`] will write for the same input (`--dry-run`).
+    pub async fn plan_commit(
+        &self,
+        table: &str,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+        opts: &CommitOptions,
+    ) -> Result<CommitPlan> {
+        let (schema, batches) = prepare_input(table, &schema, batches, opts)?;
+        let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
+        let planned = self.plan_on(head, table, &schema, &batches, opts).await?;
+        Ok(saved_plan(table, opts, &planned))
+    }
+
+    /// Applies a saved plan ([`Repo::plan_commit`], maybe in another
+    /// process, and reviewed) to the input it was made from: plans again
+    /// and writes only if that gives the same plan. The branch, mode, key
+    /// and schema rules come from the plan; the message and time from
+    /// `opts`. Otherwise nothing is committed: [`Error::PlanOutdated`] when
+    /// the branch moved since (including while this ran; it does not
+    /// retry, since the plan was made on that head), [`Error::PlanInput`]
+    /// for another input.
+    pub async fn commit_saved(
+        &self,
+        saved: &CommitPlan,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+        opts: &CommitOptions,
+    ) -> Result<CommitResult> {
+        let opts = saved.options(opts);
+        let table = saved.table.as_str();
+        let (schema, batches) = prepare_input(table, &schema, batches, &opts)?;
+        let moved = |now: Option<VersionId>| Error::PlanOutdated {
+            what: "commit",
+            detail: format!(
+                "branch '{}' is at {}, the plan starts from {}",
+                saved.branch,
+                now.map_or("no version".into(), |v| v.short(12)),
+                saved.parent.map_or("no version".into(), |v| v.short(12)),
+            ),
+        };
+        let head = self.store.ref_head(RefKind::Branch, &saved.branch).await?;
+        let planned = self
+            .plan_on(head.clone(), table, &schema, &batches, &opts)
+            .await?;
+        if planned.parent_id != saved.parent {
+            return Err(moved(planned.parent_id));
+        }
+        if let Some(detail) = saved_plan(table, &opts, &planned).differs_from(saved) {
+            return Err(Error::PlanInput {
+                table: table.to_string(),
+                detail: format!("{detail} differ"),
+            });
+        }
+        match self.write_commit(table, planned, &opts).await? {
+            Some(done) => Ok(done),
+            None => {
+                let now = self.store.ref_head(RefKind::Branch, &saved.branch).await?;
+                Err(moved(now.and_then(|h| h.target)))
+            }
+        }
+    }
+
     /// Plans on the branch head as read and writes, once.
     async fn attempt(
         &self,
@@ -755,7 +911,7 @@ impl Repo {
             head,
             parent_id,
             parent_tables: mut tables,
-            plan,
+            plan: plan::Staged { plan, blobs },
         } = p;
         let mut change = TableChange {
             rows_added: plan.rows_added,
@@ -772,11 +928,7 @@ impl Repo {
         // is written.
         let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
         let (written, out) = futures::try_join!(
-            futures::future::try_join_all(
-                plan.blobs
-                    .iter()
-                    .map(|b| self.store.freshen_blob(b.clone())),
-            ),
+            futures::future::try_join_all(blobs.iter().map(|b| self.store.freshen_blob(b.clone()))),
             self.store.freshen_blob(snap_bytes.clone()),
         )?;
         for o in written.iter().chain([&out]) {
@@ -809,7 +961,7 @@ impl Repo {
         // one this commit created was absent when the gc's deletes had
         // already run, and a gc deletes only blobs it listed.
         futures::future::try_join_all(
-            plan.blobs
+            blobs
                 .iter()
                 .chain([&snap_bytes])
                 .zip(written.iter().chain([&out]))

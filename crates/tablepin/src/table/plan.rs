@@ -18,6 +18,7 @@ use arrow::compute::concat_batches;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use roaring::RoaringBitmap;
+use serde::{Deserialize, Serialize};
 use tablepin_format::{
     Checks, ContentHash, DeletionVector, FileEntry, KeyBound, ObjectId, RowHash, TableSnapshot,
     FORMAT_VERSION,
@@ -35,7 +36,8 @@ use super::{dv, schema_of};
 use crate::error::{Error, Result};
 
 /// How a commit's input relates to the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The input is the whole table now; only the difference is stored.
     #[default]
@@ -76,18 +78,44 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) settings: &'a WriteSettings,
 }
 
-/// The planned change to one table.
-pub(crate) struct TablePlan {
-    pub(crate) snapshot: TableSnapshot,
-    /// New data files and deletion vectors, in write order.
-    pub(crate) blobs: Vec<Bytes>,
-    pub(crate) rows_added: u64,
-    pub(crate) rows_changed: u64,
-    pub(crate) rows_deleted: u64,
-    pub(crate) checks: Checks,
+/// The planned change to one table: the snapshot it makes and the blobs it
+/// writes, named by their ids. It holds ids and counts, not bytes: the bytes
+/// are made again from the same input when a saved plan is applied
+/// ([`crate::Repo::commit_saved`]), and every id says they are the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TablePlan {
+    /// The table's snapshot after the commit (every file it will list).
+    pub snapshot: TableSnapshot,
+    /// The data files and deletion vectors the commit writes, in write
+    /// order (those the repository holds already are not stored again).
+    pub writes: Vec<PlannedBlob>,
+    /// Rows whose key (or, unkeyed, whose value) is new.
+    pub rows_added: u64,
+    /// Rows whose key existed with other values.
+    pub rows_changed: u64,
+    /// Rows removed.
+    pub rows_deleted: u64,
+    /// Which checks see the change against the parent.
+    pub checks: Checks,
 }
 
-impl TablePlan {
+/// One blob a plan writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedBlob {
+    /// Its id (the BLAKE3 of its bytes).
+    pub id: ObjectId,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// A plan with the bytes it writes, ready to be written.
+pub(crate) struct Staged {
+    pub(crate) plan: TablePlan,
+    /// The bytes of `plan.writes`, in the same order.
+    pub(crate) blobs: Vec<Bytes>,
+}
+
+impl Staged {
     /// The plan of a new snapshot, its checks taken against the parent's;
     /// `rows` are the rows added, changed and deleted.
     fn new(
@@ -97,13 +125,23 @@ impl TablePlan {
         rows: (u64, u64, u64),
     ) -> Self {
         let checks = checks(parent, &snapshot);
+        let writes = blobs
+            .iter()
+            .map(|b| PlannedBlob {
+                id: ObjectId::of(b),
+                bytes: b.len() as u64,
+            })
+            .collect();
         Self {
-            snapshot,
+            plan: TablePlan {
+                snapshot,
+                writes,
+                rows_added: rows.0,
+                rows_changed: rows.1,
+                rows_deleted: rows.2,
+                checks,
+            },
             blobs,
-            rows_added: rows.0,
-            rows_changed: rows.1,
-            rows_deleted: rows.2,
-            checks,
         }
     }
 }
@@ -668,7 +706,7 @@ struct Decided {
 
 /// Plans a commit to one table: reads what the decision needs, decides
 /// (`decide`), then writes what it decided.
-pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<TablePlan> {
+pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<Staged> {
     let table = p.table;
     let input = concat_batches(&p.schema, &p.batches).map_err(Error::arrow("reading the input"))?;
     let parent = p.parent;
@@ -838,7 +876,7 @@ async fn finish(
     decided: Decided,
     rows_out: &[u32],
     written: NewFiles,
-) -> Result<TablePlan> {
+) -> Result<Staged> {
     let Finish {
         parent,
         parent_live,
@@ -891,7 +929,7 @@ async fn finish(
         rows,
         content_hash: content,
     };
-    Ok(TablePlan::new(
+    Ok(Staged::new(
         parent,
         snapshot,
         blobs,
@@ -963,7 +1001,7 @@ async fn plan_compact(
     table: &str,
     par: &TableSnapshot,
     settings: &WriteSettings,
-) -> Result<TablePlan> {
+) -> Result<Staged> {
     let (schema, batches, _) =
         super::scan(store, par, table, &super::ScanOptions::default()).await?;
     let rows = concat_batches(&schema, &batches).map_err(Error::arrow("compacting the table"))?;
@@ -1000,7 +1038,7 @@ async fn plan_compact(
         rows: par.rows,
         content_hash: par.content_hash,
     };
-    Ok(TablePlan::new(Some(par), snapshot, blobs, (0, 0, 0)))
+    Ok(Staged::new(Some(par), snapshot, blobs, (0, 0, 0)))
 }
 
 /// New data files' entries and bytes, in the same order.
@@ -1268,7 +1306,7 @@ async fn plan_delete(
     input: &RecordBatch,
     key: &[String],
     settings: &WriteSettings,
-) -> Result<TablePlan> {
+) -> Result<Staged> {
     let schema = schema_of(par);
     let key_idx = keys::key_indices(table, &schema, key)?;
     let in_idx = keys::key_indices(table, &input.schema(), key)?;
@@ -1340,7 +1378,7 @@ async fn plan_delete(
         rows,
         content_hash: content,
     };
-    Ok(TablePlan::new(Some(par), snapshot, blobs, (0, 0, deleted)))
+    Ok(Staged::new(Some(par), snapshot, blobs, (0, 0, deleted)))
 }
 
 /// The four checks of a new snapshot against its parent.
