@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
+use std::ops::Range;
 
 use tablepin_format::{ContentHash, FileEntry, KeyBound, RowHash, TableSnapshot};
 
@@ -200,6 +201,39 @@ pub(crate) fn same_rows(hashes: &[RowHash], parent: &TableSnapshot) -> bool {
 pub(crate) struct Scope {
     pub(crate) read: Vec<usize>,
     pub(crate) rows: Vec<u32>,
+    /// Files compared with the input row by row instead ([`Aligned`]).
+    pub(crate) aligned: Vec<Aligned>,
+}
+
+/// A parent file that no other file overlaps and that hides no row, with
+/// as many input rows in its key range as it has rows: when their keys are
+/// its keys, the input row at its position `p` (in key order) is its row
+/// `p` again or that row changed, so comparing the two decides it without
+/// hashing the file's rows or looking its keys up ([`by_position`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Aligned {
+    /// The file.
+    pub(crate) file: usize,
+    /// Its input rows: this range of the input's key order.
+    pub(crate) rows: Range<usize>,
+}
+
+/// An aligned file's decision (its keys matched the input's, position by
+/// position): `rows` are the input rows at its positions, `differs` its
+/// positions whose row differs from the input's, with its row's hash there.
+pub(crate) fn by_position(
+    d: &mut Decision,
+    file: usize,
+    rows: &[u32],
+    differs: impl IntoIterator<Item = (u32, RowHash)>,
+) {
+    for (pos, hash) in differs {
+        let old = OldRow {
+            loc: Loc { file, pos },
+            hash,
+        };
+        d.change(rows[pos as usize] as usize, &old);
+    }
 }
 
 /// The parent's files joined where their key ranges overlap, in key order:
@@ -229,8 +263,8 @@ fn clusters(files: &[FileEntry]) -> Option<Vec<(&KeyBound, &KeyBound, Vec<usize>
 /// keys in key order, `order` the input rows in that order, `hashes` every
 /// input row's hash. A group of overlapping files none of which hides rows
 /// is left unread when the input rows in its key range are as many as its
-/// rows and their hashes add up to its files' sums; every other file is
-/// read. Without bounds (a composite key, or a file without its range)
+/// rows and their hashes add up to its files' sums; a lone such file whose
+/// sum differs is [`Aligned`]; every other file is read. Without bounds (a composite key, or a file without its range)
 /// every file is read.
 pub(crate) fn overwrite_scope(
     files: &[FileEntry],
@@ -241,12 +275,14 @@ pub(crate) fn overwrite_scope(
     let everything = || Scope {
         read: (0..files.len()).collect(),
         rows: order.to_vec(),
+        aligned: Vec::new(),
     };
     let (Some(bounds), Some(groups)) = (bounds, clusters(files)) else {
         return everything();
     };
     let mut skip = vec![false; order.len()];
     let mut read = Vec::new();
+    let mut aligned = Vec::new();
     for (lo, hi, members) in groups {
         let start = bounds.partition_point(|k| k < lo);
         let end = bounds.partition_point(|k| k <= hi).max(start);
@@ -265,6 +301,12 @@ pub(crate) fn overwrite_scope(
         };
         if same {
             skip[start..end].iter_mut().for_each(|s| *s = true);
+        } else if let ([file], true, true) = (&members[..], whole, rows == (end - start) as u64) {
+            skip[start..end].iter_mut().for_each(|s| *s = true);
+            aligned.push(Aligned {
+                file: *file,
+                rows: start..end,
+            });
         } else {
             read.extend(members);
         }
@@ -276,7 +318,11 @@ pub(crate) fn overwrite_scope(
         .filter(|(_, s)| !**s)
         .map(|(i, _)| *i)
         .collect();
-    Scope { read, rows }
+    Scope {
+        read,
+        rows,
+        aligned,
+    }
 }
 
 #[cfg(test)]
@@ -390,8 +436,13 @@ mod tests {
             prop::collection::btree_map(0i64..60, 0i64..4, 0..40),
             prop::collection::vec(0usize..4, 40),
             prop::collection::vec(any::<bool>(), 40),
+            any::<bool>(),
         )
-            .prop_map(|(rows, file_of, hide)| {
+            .prop_map(|(rows, mut file_of, hide, apart)| {
+                if apart {
+                    // Files in key order, none overlapping another.
+                    file_of.sort_unstable();
+                }
                 let mut files = vec![Vec::new(); 4];
                 for (j, (k, v)) in rows.into_iter().enumerate() {
                     files[file_of[j]].push((k, v));
@@ -496,13 +547,34 @@ mod tests {
             let entries = p.entries();
             let scope = overwrite_scope(&entries, Some(&bounds), &order, &hashes);
             let mut d = Decision::keep_all(input.len());
+            // Aligned files: compared row by row when their keys are the
+            // input's at every position, else decided by key after all.
+            let (mut read, mut rows) = (scope.read.clone(), scope.rows.clone());
+            for a in &scope.aligned {
+                let file = &p.files[a.file];
+                let ins = &order[a.rows.clone()];
+                prop_assert!(p.hidden[a.file].is_empty());
+                prop_assert_eq!(ins.len(), file.len());
+                prop_assert!(!read.contains(&a.file));
+                if ins.iter().zip(file).all(|(i, r)| input[*i as usize].0 == r.0) {
+                    let differs = file
+                        .iter()
+                        .enumerate()
+                        .filter(|(pos, r)| input[ins[*pos] as usize] != **r)
+                        .map(|(pos, r)| (pos as u32, hash(*r)));
+                    by_position(&mut d, a.file, ins, differs);
+                } else {
+                    read.push(a.file);
+                    rows.extend_from_slice(ins);
+                }
+            }
             by_key(
                 &mut d,
-                scope.rows.iter().map(|i| (*i as usize, input[*i as usize].0)),
+                rows.iter().map(|i| (*i as usize, input[*i as usize].0)),
                 &hashes,
                 p.live()
                     .into_iter()
-                    .filter(|(l, _)| scope.read.contains(&l.file))
+                    .filter(|(l, _)| read.contains(&l.file))
                     .map(|(loc, r)| (r.0, OldRow { loc, hash: hash(r) })),
             );
             prop_assert_eq!(p.apply(&d, &input), sorted(input.clone()));
@@ -588,29 +660,59 @@ mod tests {
             ],
             hidden: vec![vec![], vec![], vec![]],
         };
-        let input = [(0, 0), (3, 0), (5, 0), (8, 0), (10, 0), (12, 1), (20, 0)];
-        let hashes: Vec<RowHash> = input.iter().map(|r| hash(*r)).collect();
-        let order: Vec<u32> = (0..input.len() as u32).collect();
-        let bounds: Vec<KeyBound> = input.iter().map(|r| KeyBound::Int(r.0)).collect();
-        let scope = overwrite_scope(&p.entries(), Some(&bounds), &order, &hashes);
+        let scope_of = |p: &Parent, input: &[Row]| {
+            let hashes: Vec<RowHash> = input.iter().map(|r| hash(*r)).collect();
+            let order: Vec<u32> = (0..input.len() as u32).collect();
+            let bounds: Vec<KeyBound> = input.iter().map(|r| KeyBound::Int(r.0)).collect();
+            (
+                overwrite_scope(&p.entries(), Some(&bounds), &order, &hashes),
+                overwrite_scope(&p.entries(), None, &order, &hashes),
+            )
+        };
         // Files 0 and 1 overlap (0..5, 3..8) and come back unchanged; file 2
-        // holds the changed row; key 20 is new and decided with it.
+        // holds the changed row and a new key (11) in its range: it is read,
+        // and the input rows in its range are decided against it.
+        let input = [(0, 0), (3, 0), (5, 0), (8, 0), (10, 0), (11, 0), (12, 1)];
+        let (scope, no_bounds) = scope_of(&p, &input);
         assert_eq!(
             scope,
             Scope {
                 read: vec![2],
-                rows: vec![4, 5, 6]
+                rows: vec![4, 5, 6],
+                aligned: vec![],
             }
         );
+        assert_eq!(no_bounds.read, vec![0, 1, 2], "no bounds, no shortcut");
+        assert_eq!(no_bounds.rows, (0..7).collect::<Vec<u32>>());
         let hidden = Parent {
             hidden: vec![vec![1], vec![], vec![]],
             ..p.clone()
         };
-        let scope = overwrite_scope(&hidden.entries(), Some(&bounds), &order, &hashes);
+        let (scope, _) = scope_of(&hidden, &input);
         assert_eq!(scope.read, vec![0, 1, 2], "a file that hides rows is read");
-        let scope = overwrite_scope(&p.entries(), None, &order, &hashes);
-        assert_eq!(scope.read, vec![0, 1, 2], "no bounds, no shortcut");
-        assert_eq!(scope.rows, order);
+
+        // With as many rows in its range as it holds, file 2 is compared row
+        // by row; key 20, outside every file, is decided by key (against
+        // no file: added).
+        let input = [(0, 0), (3, 0), (5, 0), (8, 0), (10, 0), (12, 1), (20, 0)];
+        let (scope, _) = scope_of(&p, &input);
+        assert_eq!(
+            scope,
+            Scope {
+                read: vec![],
+                rows: vec![6],
+                aligned: vec![Aligned {
+                    file: 2,
+                    rows: 4..6
+                }],
+            }
+        );
+        let mut d = Decision::keep_all(input.len());
+        by_position(&mut d, 2, &[4, 5], [(1, hash((12, 0)))]);
+        assert_eq!(d.write, [false, false, false, false, false, true, false]);
+        assert_eq!((d.added, d.changed, d.deleted), (0, 1, 0));
+        assert_eq!(d.removals, BTreeMap::from([(2, vec![1])]));
+        assert_eq!(d.removed_hash, [hash((12, 0))].into_iter().collect());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! table now" (or rows to append, upsert or delete) into the smallest set of
 //! new blobs, and updates the content hash in O(changed rows).
 
+pub(crate) mod align;
 pub mod datafile;
 pub(crate) mod decide;
 pub mod diff;

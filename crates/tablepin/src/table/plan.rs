@@ -12,9 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::Array;
-use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
+use arrow::array::{Array, RecordBatch, UInt32Array};
+use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use roaring::RoaringBitmap;
@@ -32,7 +31,7 @@ use super::datafile::{
 use super::decide::{self, Decision, Loc, OldRow};
 use super::keys::{self, KeyCodec, SortKeys};
 use super::types::{self, Fit};
-use super::{dv, schema_of};
+use super::{align, dv, schema_of};
 use crate::error::{Error, Result};
 
 /// How a commit's input relates to the table.
@@ -823,16 +822,37 @@ async fn decide_overwrite(
             held: old.held,
         });
     };
-    let scope = match r.schema_moved {
+    let mut scope = match r.schema_moved {
         false => decide::overwrite_scope(&par.files, sorted.bounds.as_deref(), &r.order, hashes),
         true => decide::Scope {
             read: (0..par.files.len()).collect(),
             rows: r.order.clone(),
+            aligned: Vec::new(),
         },
     };
-    let old = read_all(store, par, &scope.read, &r.schema, Some(codec)).await?;
-    let in_keys = codec.sort_keys(std::slice::from_ref(&r.input))?;
     let mut decision = Decision::keep_all(n);
+    let (mut aligned_dvs, mut aligned_held) = (Dvs::new(), Held::new());
+    let compared = compare_aligned(store, par, &scope.aligned, r).await?;
+    for (a, found) in scope.aligned.iter().zip(compared) {
+        let rows = &r.order[a.rows.clone()];
+        match found {
+            Some((differs, bytes)) => {
+                decide::by_position(&mut decision, a.file, rows, differs);
+                aligned_dvs.insert(a.file, None);
+                aligned_held.insert(par.files[a.file].data, bytes);
+            }
+            // Its keys are not the input's: decided by key with the rest.
+            None => {
+                scope.read.push(a.file);
+                scope.rows.extend_from_slice(rows);
+            }
+        }
+    }
+    scope.read.sort_unstable();
+    let mut old = read_all(store, par, &scope.read, &r.schema, Some(codec)).await?;
+    old.dvs.extend(aligned_dvs);
+    old.held.extend(aligned_held);
+    let in_keys = codec.sort_keys(std::slice::from_ref(&r.input))?;
     let mut old_keyed = Vec::with_capacity(old.rows.len());
     for row in &old.rows {
         let keys = old.keys.get(&row.loc.file).ok_or_else(|| {
@@ -853,6 +873,31 @@ async fn decide_overwrite(
         dvs: old.dvs,
         held: old.held,
     })
+}
+
+/// Each aligned file compared with the input rows at its positions
+/// ([`align::row_differences`]): its positions that differ, with their old
+/// hashes, and its bytes (which compaction reuses); `None` for a file to
+/// decide by key after all.
+async fn compare_aligned(
+    store: &Store,
+    par: &TableSnapshot,
+    aligned: &[decide::Aligned],
+    r: &Ready,
+) -> Result<Vec<Option<(Vec<(u32, RowHash)>, Bytes)>>> {
+    let ids: Vec<ObjectId> = aligned.iter().map(|a| par.files[a.file].data).collect();
+    store
+        .map_blobs(&ids, |i, bytes| {
+            let file = DataFile::open(ids[i], bytes.clone())?;
+            let old = concat_batches(&r.schema, &file.read(&r.schema, Select::All)?)
+                .map_err(Error::arrow("reading a parent file"))?;
+            let at = UInt32Array::from(r.order[aligned[i].rows.clone()].to_vec());
+            let new = take_record_batch(&r.input, &at)
+                .map_err(Error::arrow("taking the input rows of a parent file"))?;
+            let found = align::row_differences(&old, &new, &r.key_idx)?;
+            Ok::<_, Error>(found.map(|d| (d, bytes)))
+        })
+        .await
 }
 
 /// What [`finish`] builds the snapshot from.
