@@ -19,7 +19,6 @@
 //!   read.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
 use std::ops::Range;
 
 use tablepin_format::{ContentHash, FileEntry, KeyBound, RowHash, TableSnapshot};
@@ -129,32 +128,34 @@ pub(crate) fn by_found(found: &[Option<OldRow>], input: &[RowHash]) -> Decision 
 /// key) against the parent's live rows `old` (key and row): adds to `d`.
 /// Keys are unique on each side (checked before). Input rows left out of
 /// `input` are left as `d` has them.
-pub(crate) fn by_key<K: Hash + Eq>(
+///
+/// A merge join of the two in key order: both come nearly sorted (the
+/// input in its key order, the parent as each file's rows in key order),
+/// so the sorts below merge a few runs, and no key is hashed.
+pub(crate) fn by_key<K: Ord>(
     d: &mut Decision,
     input: impl IntoIterator<Item = (usize, K)>,
     hashes: &[RowHash],
     old: impl IntoIterator<Item = (K, OldRow)>,
 ) {
-    let mut index: HashMap<K, (OldRow, bool)> =
-        old.into_iter().map(|(k, r)| (k, (r, false))).collect();
+    let mut input: Vec<(usize, K)> = input.into_iter().collect();
+    let mut old: Vec<(K, OldRow)> = old.into_iter().collect();
+    input.sort_by(|a, b| a.1.cmp(&b.1));
+    old.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut gone: Vec<OldRow> = Vec::new();
+    let mut olds = old.into_iter().peekable();
     for (i, k) in input {
-        match index.get_mut(&k) {
+        while let Some((_, row)) = olds.next_if(|(ok, _)| *ok < k) {
+            gone.push(row);
+        }
+        match olds.next_if(|(ok, _)| *ok == k) {
             None => d.add(i),
-            Some((old, seen)) => {
-                *seen = true;
-                if old.hash != hashes[i] {
-                    let old = *old;
-                    d.change(i, &old);
-                }
-            }
+            Some((_, row)) if row.hash != hashes[i] => d.change(i, &row),
+            Some(_) => {}
         }
     }
-    let mut gone: Vec<OldRow> = index
-        .into_values()
-        .filter(|(_, seen)| !seen)
-        .map(|(r, _)| r)
-        .collect();
-    // The map's order is arbitrary; removals are kept in a stable order.
+    gone.extend(olds.map(|(_, row)| row));
+    // Removals are kept in a stable order: by file and position.
     gone.sort_unstable_by_key(|r| (r.loc.file, r.loc.pos));
     for r in &gone {
         d.delete(r);
