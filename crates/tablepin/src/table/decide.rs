@@ -125,36 +125,84 @@ pub(crate) fn by_found(found: &[Option<OldRow>], input: &[RowHash]) -> Decision 
 }
 
 /// Overwrite of a keyed table, for the input rows `input` (row index and
-/// key) against the parent's live rows `old` (key and row): adds to `d`.
-/// Keys are unique on each side (checked before). Input rows left out of
-/// `input` are left as `d` has them.
-///
-/// A merge join of the two in key order: both come nearly sorted (the
-/// input in its key order, the parent as each file's rows in key order),
-/// so the sorts below merge a few runs, and no key is hashed.
+/// key) against the parent's live rows `old` (key and row, with its hash):
+/// adds to `d`. Keys are unique on each side (checked before). Input rows
+/// left out of `input` are left as `d` has them. The model the tests hold
+/// the commit's way to: [`join_by_key`], the matched rows compared by
+/// value, then [`by_join`].
+#[cfg(test)]
 pub(crate) fn by_key<K: Ord>(
     d: &mut Decision,
     input: impl IntoIterator<Item = (usize, K)>,
     hashes: &[RowHash],
     old: impl IntoIterator<Item = (K, OldRow)>,
 ) {
+    let j = join_by_key(input, old);
+    let changed = j
+        .matched
+        .into_iter()
+        .filter(|(i, row)| row.hash != hashes[*i]);
+    by_join(d, &j.added, changed, j.gone);
+}
+
+/// The input rows and the parent's rows matched by key ([`join_by_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Join<R> {
+    /// Input rows whose key the parent holds, with the parent's row.
+    pub(crate) matched: Vec<(usize, R)>,
+    /// Input rows whose key is new.
+    pub(crate) added: Vec<usize>,
+    /// Parent rows whose key the input does not hold.
+    pub(crate) gone: Vec<R>,
+}
+
+/// Matches the input rows `input` (row index and key) with the parent's
+/// rows `old` (key and row) by key; keys are unique on each side.
+///
+/// A merge join of the two in key order: both come nearly sorted (the
+/// input in its key order, the parent as each file's rows in key order),
+/// so the sorts below merge a few runs, and no key is hashed.
+pub(crate) fn join_by_key<K: Ord, R>(
+    input: impl IntoIterator<Item = (usize, K)>,
+    old: impl IntoIterator<Item = (K, R)>,
+) -> Join<R> {
     let mut input: Vec<(usize, K)> = input.into_iter().collect();
-    let mut old: Vec<(K, OldRow)> = old.into_iter().collect();
+    let mut old: Vec<(K, R)> = old.into_iter().collect();
     input.sort_by(|a, b| a.1.cmp(&b.1));
     old.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut gone: Vec<OldRow> = Vec::new();
+    let mut j = Join {
+        matched: Vec::new(),
+        added: Vec::new(),
+        gone: Vec::new(),
+    };
     let mut olds = old.into_iter().peekable();
     for (i, k) in input {
         while let Some((_, row)) = olds.next_if(|(ok, _)| *ok < k) {
-            gone.push(row);
+            j.gone.push(row);
         }
         match olds.next_if(|(ok, _)| *ok == k) {
-            None => d.add(i),
-            Some((_, row)) if row.hash != hashes[i] => d.change(i, &row),
-            Some(_) => {}
+            None => j.added.push(i),
+            Some((_, row)) => j.matched.push((i, row)),
         }
     }
-    gone.extend(olds.map(|(_, row)| row));
+    j.gone.extend(olds.map(|(_, row)| row));
+    j
+}
+
+/// A keyed overwrite's decision from its join: the input rows `added` are
+/// new, `changed` replace the parent's row given, `gone` are deleted.
+pub(crate) fn by_join(
+    d: &mut Decision,
+    added: &[usize],
+    changed: impl IntoIterator<Item = (usize, OldRow)>,
+    mut gone: Vec<OldRow>,
+) {
+    for i in added {
+        d.add(*i);
+    }
+    for (i, row) in changed {
+        d.change(i, &row);
+    }
     // Removals are kept in a stable order: by file and position.
     gone.sort_unstable_by_key(|r| (r.loc.file, r.loc.pos));
     for r in &gone {
@@ -597,6 +645,35 @@ mod tests {
             if same && p.hidden.iter().all(Vec::is_empty) {
                 prop_assert!(scope.read.is_empty(), "{:?}", scope);
             }
+        }
+
+        /// What a commit does, joining by key and comparing the matched
+        /// rows by value (hashing only those that differ and those gone),
+        /// decides what comparing every row's hash decides.
+        #[test]
+        fn a_join_compared_by_value_decides_as_comparing_hashes(
+            p in keyed_parent(),
+            edits in prop::collection::vec((any::<u8>(), any::<i64>()), 40),
+            shuffle in prop::collection::vec(any::<usize>(), 0..10),
+        ) {
+            let input = keyed_input(&p, &edits, &shuffle);
+            let hashes: Vec<RowHash> = input.iter().map(|r| hash(*r)).collect();
+            let keyed = || input.iter().enumerate().map(|(i, r)| (i, r.0));
+            let mut want = Decision::keep_all(input.len());
+            by_key(&mut want, keyed(), &hashes, p.live().into_iter().map(|(loc, r)| (r.0, OldRow { loc, hash: hash(r) })));
+            let j = join_by_key(keyed(), p.live().into_iter().map(|(loc, r)| (r.0, (loc, r))));
+            let changed = j
+                .matched
+                .iter()
+                .filter(|(i, (_, r))| input[*i] != *r)
+                .map(|(i, (loc, r))| (*i, OldRow { loc: *loc, hash: hash(*r) }));
+            let gone = j.gone.iter().map(|(loc, r)| OldRow { loc: *loc, hash: hash(*r) }).collect();
+            let mut got = Decision::keep_all(input.len());
+            by_join(&mut got, &j.added, changed, gone);
+            for v in got.removals.values_mut().chain(want.removals.values_mut()) {
+                v.sort_unstable();
+            }
+            prop_assert_eq!(got, want);
         }
 
         /// Upsert and append: looked-up rows replace or keep; the parent

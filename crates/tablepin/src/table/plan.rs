@@ -31,7 +31,7 @@ use super::datafile::{
 use super::decide::{self, Decision, Loc, OldRow};
 use super::keys::{self, KeyCodec, SortKeys};
 use super::types::{self, Fit};
-use super::{align, dv, schema_of};
+use super::{align, dv, par, schema_of};
 use crate::error::{Error, Result};
 
 /// How a commit's input relates to the table.
@@ -560,24 +560,22 @@ impl InputHashes {
     }
 }
 
-/// What [`read_all`] read of the parent's files: their live rows, the keys
-/// of each file's rows (keyed tables), their deletion vectors and bytes.
+/// What [`read_all`] read of the parent's files: their live rows, their
+/// deletion vectors and bytes.
 struct ParentRows {
     rows: Vec<OldRow>,
-    keys: HashMap<usize, SortKeys>,
     dvs: Dvs,
     held: Held,
 }
 
 /// Reads every live row of the parent files `which` with its hash, under
-/// `schema`, and the keys of each file's rows (for keyed tables); each file
-/// read, verified, decoded and hashed as one job (`Store::map_blobs`).
+/// `schema` (an unkeyed overwrite's multiset); each file read, verified,
+/// decoded and hashed as one job (`Store::map_blobs`).
 async fn read_all(
     store: &Store,
     parent: &TableSnapshot,
     which: &[usize],
     schema: &SchemaRef,
-    codec: Option<&KeyCodec>,
 ) -> Result<ParentRows> {
     let dvs = dv::load_many(store, which.iter().map(|fi| &parent.files[*fi])).await?;
     let ids: Vec<ObjectId> = which.iter().map(|fi| parent.files[*fi].data).collect();
@@ -587,7 +585,6 @@ async fn read_all(
             let file = DataFile::open(ids[i], bytes)?;
             let dv = dvs[i].as_ref();
             let batches = file.read(schema, Select::All)?;
-            let keys = codec.map(|c| c.sort_keys(&batches)).transpose()?;
             let mut rows = Vec::with_capacity(file.rows());
             let mut pos = 0u32;
             for b in &batches {
@@ -602,20 +599,16 @@ async fn read_all(
                     pos += 1;
                 }
             }
-            Ok::<_, Error>((rows, keys, held))
+            Ok::<_, Error>((rows, held))
         })
         .await?;
     let mut out = ParentRows {
         rows: Vec::new(),
-        keys: HashMap::new(),
         dvs: which.iter().copied().zip(dvs).collect(),
         held: Held::new(),
     };
-    for (i, (r, k, bytes)) in per_file.into_iter().enumerate() {
+    for (i, (r, bytes)) in per_file.into_iter().enumerate() {
         out.rows.extend(r);
-        if let Some(k) = k {
-            out.keys.insert(which[i], k);
-        }
         out.held.insert(ids[i], bytes);
     }
     Ok(out)
@@ -815,7 +808,7 @@ async fn decide_overwrite(
     }
     let Some(codec) = &r.codec else {
         let all: Vec<usize> = (0..par.files.len()).collect();
-        let old = read_all(store, par, &all, &r.schema, None).await?;
+        let old = read_all(store, par, &all, &r.schema).await?;
         return Ok(Decided {
             decision: decide::by_multiset(hashes, &old.rows),
             dvs: old.dvs,
@@ -849,30 +842,149 @@ async fn decide_overwrite(
         }
     }
     scope.read.sort_unstable();
-    let mut old = read_all(store, par, &scope.read, &r.schema, Some(codec)).await?;
-    old.dvs.extend(aligned_dvs);
-    old.held.extend(aligned_held);
+    let (files, mut dvs, mut held) = read_keyed(store, par, &scope.read, &r.schema, codec).await?;
+    dvs.extend(aligned_dvs);
+    held.extend(aligned_held);
     let in_keys = codec.sort_keys(std::slice::from_ref(&r.input))?;
-    let mut old_keyed = Vec::with_capacity(old.rows.len());
-    for row in &old.rows {
-        let keys = old.keys.get(&row.loc.file).ok_or_else(|| {
-            Error::Internal(format!(
-                "no keys read for file {} of the parent",
-                row.loc.file
-            ))
-        })?;
-        old_keyed.push((keys.get(row.loc.pos as usize), *row));
-    }
     let input = scope
         .rows
         .iter()
         .map(|i| (*i as usize, in_keys.get(*i as usize)));
-    decide::by_key(&mut decision, input, hashes, old_keyed);
+    let old = files.iter().enumerate().flat_map(|(fi, f)| {
+        f.live
+            .iter()
+            .map(move |p| (f.keys.get(*p as usize), (fi, *p)))
+    });
+    let join = decide::join_by_key(input, old);
+    let (changed, gone) = compare_joined(&files, &join, r, hashes)?;
+    decide::by_join(&mut decision, &join.added, changed, gone);
     Ok(Decided {
         decision,
-        dvs: old.dvs,
-        held: old.held,
+        dvs,
+        held,
     })
+}
+
+/// A parent file read whole for a keyed overwrite: every row (hidden ones
+/// too, so positions index them), their keys, and its live positions.
+struct ReadFile {
+    file: usize,
+    rows: RecordBatch,
+    keys: SortKeys,
+    live: Vec<u32>,
+}
+
+/// Reads the parent files `which` under `schema`, without hashing their
+/// rows: each file read, verified and decoded as one job.
+async fn read_keyed(
+    store: &Store,
+    parent: &TableSnapshot,
+    which: &[usize],
+    schema: &SchemaRef,
+    codec: &KeyCodec,
+) -> Result<(Vec<ReadFile>, Dvs, Held)> {
+    let dvs = dv::load_many(store, which.iter().map(|fi| &parent.files[*fi])).await?;
+    let ids: Vec<ObjectId> = which.iter().map(|fi| parent.files[*fi].data).collect();
+    let read = store
+        .map_blobs(&ids, |i, bytes| {
+            let batches = DataFile::open(ids[i], bytes.clone())?.read(schema, Select::All)?;
+            let keys = codec.sort_keys(&batches)?;
+            let rows =
+                concat_batches(schema, &batches).map_err(Error::arrow("reading a parent file"))?;
+            let dv = dvs[i].as_ref();
+            let live = (0..rows.num_rows() as u32)
+                .filter(|p| !dv.is_some_and(|d| d.contains(*p)))
+                .collect();
+            let file = which[i];
+            Ok::<_, Error>((
+                ReadFile {
+                    file,
+                    rows,
+                    keys,
+                    live,
+                },
+                bytes,
+            ))
+        })
+        .await?;
+    // `map_blobs` answers in `ids` order.
+    let (files, bytes): (Vec<ReadFile>, Vec<Bytes>) = read.into_iter().unzip();
+    let held: Held = ids.into_iter().zip(bytes).collect();
+    Ok((files, which.iter().copied().zip(dvs).collect(), held))
+}
+
+/// Input rows that change their parent row, with that row.
+type Changed = Vec<(usize, OldRow)>;
+
+/// The joined rows compared: the input rows that change their parent row
+/// (with its hash) and the parent rows gone (with their hashes). Matched
+/// rows are compared column by column (`align::row_differences`), so only
+/// rows that differ, and rows gone, are hashed; a file with a column no
+/// kernel compares has its matched rows hashed instead.
+fn compare_joined(
+    files: &[ReadFile],
+    join: &decide::Join<(usize, u32)>,
+    r: &Ready,
+    hashes: &[RowHash],
+) -> Result<(Changed, Vec<OldRow>)> {
+    let mut matched: Vec<(Vec<u32>, Vec<u32>)> = vec![(Vec::new(), Vec::new()); files.len()];
+    for (i, (fi, pos)) in &join.matched {
+        matched[*fi].0.push(*i as u32);
+        matched[*fi].1.push(*pos);
+    }
+    let mut gone: Vec<Vec<u32>> = vec![Vec::new(); files.len()];
+    for (fi, pos) in &join.gone {
+        gone[*fi].push(*pos);
+    }
+    let jobs: Vec<usize> = (0..files.len()).collect();
+    let per_file = par::map(&jobs, |fi| {
+        let f = &files[*fi];
+        let (ins, poss) = &matched[*fi];
+        let take = |b: &RecordBatch, at: &[u32]| {
+            take_record_batch(b, &UInt32Array::from(at.to_vec()))
+                .map_err(Error::arrow("taking rows of a parent file"))
+        };
+        let loc = |pos: u32| Loc { file: f.file, pos };
+        let mut changed = Vec::new();
+        if !ins.is_empty() {
+            let (old, new) = (take(&f.rows, poss)?, take(&r.input, ins)?);
+            let differs = match align::row_differences(&old, &new, &r.key_idx)? {
+                Some(d) => d,
+                None => hash_rows(&old)?
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(k, h)| *h != hashes[ins[*k] as usize])
+                    .map(|(k, h)| (k as u32, h))
+                    .collect(),
+            };
+            for (k, hash) in differs {
+                let k = k as usize;
+                let row = OldRow {
+                    loc: loc(poss[k]),
+                    hash,
+                };
+                changed.push((ins[k] as usize, row));
+            }
+        }
+        let gone_rows = match gone[*fi].as_slice() {
+            [] => Vec::new(),
+            at => hash_rows(&take(&f.rows, at)?)?
+                .into_iter()
+                .zip(at)
+                .map(|(hash, pos)| OldRow {
+                    loc: loc(*pos),
+                    hash,
+                })
+                .collect(),
+        };
+        Ok((changed, gone_rows))
+    })?;
+    let (mut changed, mut gone) = (Vec::new(), Vec::new());
+    for (c, g) in per_file {
+        changed.extend(c);
+        gone.extend(g);
+    }
+    Ok((changed, gone))
 }
 
 /// Each aligned file compared with the input rows at its positions
