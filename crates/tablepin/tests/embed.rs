@@ -138,3 +138,149 @@ async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
         41 * 2000
     );
 }
+
+/// A store that, armed, holds the first ref write it sees for `stall`
+/// while `during` runs: a commit stalled between writing its blobs and
+/// landing, as a descheduled process or a slow store stalls it.
+struct Stalling {
+    inner: Arc<dyn object_store::ObjectStore>,
+    armed: std::sync::atomic::AtomicBool,
+    during:
+        tokio::sync::Mutex<Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>>,
+}
+
+impl std::fmt::Debug for Stalling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stalling({:?})", self.inner)
+    }
+}
+
+impl std::fmt::Display for Stalling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stalling({})", self.inner)
+    }
+}
+
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+
+#[async_trait::async_trait]
+impl object_store::ObjectStore for Stalling {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if location.as_ref().starts_with("refs/")
+            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+            if let Some(f) = self.during.lock().await.take() {
+                f.await;
+            }
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// A gc with a grace shorter than a stalled commit took deletes the
+/// commit's new blobs before it lands; the commit, seeing it took long,
+/// writes them again after landing, so what it acknowledged reads back.
+/// (Before, it checked only the blobs it had reused: its head was left
+/// naming a snapshot that was gone.)
+#[tokio::test]
+async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
+    let os: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let stalling = Arc::new(Stalling {
+        inner: os.clone(),
+        armed: false.into(),
+        during: tokio::sync::Mutex::new(None),
+    });
+    let repo = Repo::init_store(
+        Store::from_object_store(stalling.clone(), "memory://stalled"),
+        WriteSettings::default(),
+    )
+    .await
+    .unwrap();
+    let rows = |ids: Vec<i64>| {
+        RecordBatch::try_from_iter(vec![("id", Arc::new(Int64Array::from(ids)) as ArrayRef)])
+            .unwrap()
+    };
+    let opts = CommitOptions {
+        key: Some(vec!["id".into()]),
+        mode: tablepin::Mode::Upsert,
+        ..Default::default()
+    };
+    let first = rows(vec![1, 2]);
+    repo.commit("t", first.schema(), vec![first], &opts)
+        .await
+        .unwrap();
+    let gc_os = os.clone();
+    *stalling.during.lock().await = Some(Box::pin(async move {
+        let other = Repo::open_store(Store::from_object_store(gc_os, "memory://stalled"))
+            .await
+            .unwrap();
+        let policy = tablepin::GcPolicy {
+            grace_ms: 0,
+            ..Default::default()
+        };
+        let plan = other.gc_plan(&policy).await.unwrap();
+        assert!(plan.blobs_deleted.len() >= 2, "{plan:?}");
+        other.gc_apply(plan).await.unwrap();
+    }));
+    stalling
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let second = rows(vec![3]);
+    let c = repo
+        .commit("t", second.schema(), vec![second], &opts)
+        .await
+        .unwrap();
+    assert!(stalling.during.lock().await.is_none(), "the gc ran");
+    let again = Repo::open_store(Store::from_object_store(os, "memory://stalled"))
+        .await
+        .unwrap();
+    let read = again.read("main", "t", None).await.unwrap();
+    assert_eq!(read.version, c.version);
+    assert_eq!(read.batches, vec![rows(vec![1, 2, 3])]);
+    again.verify(&tablepin::NoProgress).await.unwrap();
+}

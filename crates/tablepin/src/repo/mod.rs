@@ -170,6 +170,10 @@ pub(crate) fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) 
         .map(|(_, n)| n)
 }
 
+/// A commit that took this long from writing its first blob to landing
+/// freshens everything it wrote after landing (see `write_commit`).
+const SLOW_LANDING: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a commit did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommitResult {
@@ -927,6 +931,7 @@ impl Repo {
         // at once; all of them end before the version that names them
         // is written.
         let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
+        let started = std::time::Instant::now();
         let (written, out) = futures::try_join!(
             futures::future::try_join_all(blobs.iter().map(|b| self.store.freshen_blob(b.clone()))),
             self.store.freshen_blob(snap_bytes.clone()),
@@ -957,23 +962,33 @@ impl Repo {
         };
         // Belt and braces against a gc that read the blobs' ages just
         // before this commit freshened them: put back any blob of this
-        // commit that is gone. Only a blob that was there already can be:
-        // one this commit created was absent when the gc's deletes had
-        // already run, and a gc deletes only blobs it listed.
+        // commit that is gone. A blob this commit created can be gone only
+        // if the commit took longer than the gc's grace between writing it
+        // and landing (a gc deletes unreferenced blobs older than that): a
+        // commit that took long (a stalled process, a slow store) freshens
+        // all it wrote, its version record too, so a gc still sweeping
+        // spares them (it looks at each blob's age just before deleting).
+        let slow = started.elapsed() >= SLOW_LANDING;
         futures::future::try_join_all(
             blobs
                 .iter()
                 .chain([&snap_bytes])
                 .zip(written.iter().chain([&out]))
-                .filter(|(_, w)| !w.new)
+                .filter(|(_, w)| slow || !w.new)
                 .map(|(b, w)| async move {
-                    if !self.store.has_blob(&w.id).await? {
+                    if slow {
+                        self.store.freshen_blob(b.clone()).await?;
+                    } else if !self.store.has_blob(&w.id).await? {
                         self.store.put_blob(b.clone()).await?;
                     }
                     Ok::<_, StoreError>(())
                 }),
         )
         .await?;
+        if slow {
+            let bytes = encode_manifest("version", &version)?;
+            self.store.freshen_blob(Bytes::from(bytes)).await?;
+        }
         Ok(Some(CommitResult {
             version: vid,
             parent: parent_id,
