@@ -157,25 +157,13 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
     erased(&report, json_out)
 }
 
-/// An erasure plan saved from `erase --dry-run --json`: that output (whose
-/// "plan" is the plan) or the plan alone.
+/// An erasure plan saved from `erase --dry-run --json`, for `table`.
 fn saved_plan(path: &std::path::Path, table: &str) -> Result<tablepin::ErasePlan> {
-    let name = path.display();
-    let text = std::fs::read(path)
-        .map_err(|e| anyhow::Error::new(UsageError(format!("cannot read the plan {name}: {e}"))))?;
-    let not_a_plan = |e: serde_json::Error| {
-        anyhow::Error::new(UsageError(format!(
-            "{name} is not an erasure plan saved by `tablepin erase --dry-run --json` ({e})"
-        )))
-    };
-    let mut value: serde_json::Value = serde_json::from_slice(&text).map_err(not_a_plan)?;
-    if let Some(inner) = value.get_mut("plan") {
-        value = inner.take();
-    }
-    let plan: tablepin::ErasePlan = serde_json::from_value(value).map_err(not_a_plan)?;
+    let plan: tablepin::ErasePlan = crate::commands::read_saved_plan(path, "an erasure", "erase")?;
     if plan.table != table {
         return Err(anyhow::Error::new(UsageError(format!(
-            "the plan {name} erases from table '{}', not '{table}'",
+            "the plan {} erases from table '{}', not '{table}'",
+            path.display(),
             plan.table
         ))));
     }

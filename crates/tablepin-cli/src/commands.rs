@@ -295,27 +295,40 @@ fn commit_options(a: &CommitArgs) -> CommitOptions {
     }
 }
 
-/// A commit plan saved from `commit --dry-run --json`: that output (whose
-/// "plan" is the plan) or the plan alone.
-fn saved_commit_plan(path: &std::path::Path, table: &str) -> Result<tablepin::CommitPlan> {
+/// A plan saved from `tablepin COMMAND --dry-run --json`: that output
+/// (whose "plan" is the plan) or the plan alone; `what` names the plan
+/// ("commit", "erasure") in the message when it is neither.
+pub(crate) fn read_saved_plan<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    what: &str,
+    command: &str,
+) -> Result<T> {
     let name = path.display();
     let text =
         std::fs::read(path).map_err(|e| usage(format!("cannot read the plan {name}: {e}")))?;
     let not_a_plan = |e: serde_json::Error| {
         usage(format!(
-            "{name} is not a commit plan saved by `tablepin commit --dry-run --json` ({e})"
+            "{name} is not {what} plan saved by `tablepin {command} --dry-run --json` ({e})"
         ))
     };
     let mut value: serde_json::Value = serde_json::from_slice(&text).map_err(not_a_plan)?;
+    // The dry run's output: the plan is its "plan" (a commit plan has a
+    // "plan" of its own, so only the output's is unwrapped).
     if value.get("dry_run").is_some() {
         if let Some(inner) = value.get_mut("plan") {
             value = inner.take();
         }
     }
-    let plan: tablepin::CommitPlan = serde_json::from_value(value).map_err(not_a_plan)?;
+    serde_json::from_value(value).map_err(not_a_plan)
+}
+
+/// A commit plan saved from `commit --dry-run --json`, for `table`.
+fn saved_commit_plan(path: &std::path::Path, table: &str) -> Result<tablepin::CommitPlan> {
+    let plan: tablepin::CommitPlan = read_saved_plan(path, "a commit", "commit")?;
     if plan.table != table {
         return Err(usage(format!(
-            "the plan {name} commits to table '{}', not '{table}'",
+            "the plan {} commits to table '{}', not '{table}'",
+            path.display(),
             plan.table
         )));
     }

@@ -313,8 +313,8 @@ fn clusters(files: &[FileEntry]) -> Option<Vec<(&KeyBound, &KeyBound, Vec<usize>
 /// input row's hash. A group of overlapping files none of which hides rows
 /// is left unread when the input rows in its key range are as many as its
 /// rows and their hashes add up to its files' sums; a lone such file whose
-/// sum differs is [`Aligned`]; every other file is read. Without bounds (a composite key, or a file without its range)
-/// every file is read.
+/// sum differs is [`Aligned`]; every other file is read. Without bounds (a
+/// composite key, or a file without its range) every file is read.
 pub(crate) fn overwrite_scope(
     files: &[FileEntry],
     bounds: Option<&[KeyBound]>,
