@@ -25,8 +25,8 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
         grace_ms: a.grace.as_millis() as i64,
         now_ms: None,
     };
-    let plan = repo.gc_plan(&policy).await?;
     if a.dry_run {
+        let plan = repo.gc_plan(&policy).await?;
         if json_out {
             output::json(&json!({ "dry_run": true, "plan": plan }))?;
         } else {
@@ -35,7 +35,7 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let report = repo.gc_apply(plan).await?;
+    let report = repo.gc(&policy).await?;
     if json_out {
         output::json(&report)?;
     } else {
@@ -95,13 +95,11 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
             "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
         )));
     };
-    let plan = repo
-        .erase_plan(&EraseOptions {
-            table: a.table.clone(),
-            predicate: a.predicate,
-            reason,
-        })
-        .await?;
+    let options = EraseOptions {
+        table: a.table.clone(),
+        predicate: a.predicate,
+        reason,
+    };
     let print_plan = |p: &tablepin::ErasePlan| -> Result<()> {
         outln!(
             "Erase from table '{}': {} stored rows in {} data files; {} versions replaced; {} to write.",
@@ -133,15 +131,19 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         }
         Ok(())
     };
-    if plan.is_empty() {
+    let nothing = |plan: &tablepin::ErasePlan| -> Result<ExitCode> {
         if json_out {
             output::json(&json!({ "plan": plan, "applied": false }))?;
         } else {
             outln!("No stored row of '{}' matches; nothing to erase.", a.table);
         }
-        return Ok(ExitCode::SUCCESS);
-    }
+        Ok(ExitCode::SUCCESS)
+    };
     if a.dry_run {
+        let plan = repo.erase_plan(&options).await?;
+        if plan.is_empty() {
+            return nothing(&plan);
+        }
         if json_out {
             output::json(&json!({ "dry_run": true, "plan": plan }))?;
         } else {
@@ -150,10 +152,14 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Planned and applied under one hold of the gc/erasure lease.
+    let (plan, report) = repo.erase(&options).await?;
+    let Some(report) = report else {
+        return nothing(&plan);
+    };
     if !json_out {
         print_plan(&plan)?;
     }
-    let report = repo.erase_apply(plan).await?;
     erased(&report, json_out)
 }
 

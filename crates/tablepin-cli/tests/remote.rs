@@ -143,8 +143,8 @@ fn every_command_works(repo: &str) {
         keys(&p, repo, "main", "sales"),
         ["1", "2", "3"].map(String::from).into()
     );
-    // erase and gc check at apply that the plan still fits the refs, but
-    // ask the store once for each blob (they read it all again before).
+    // erase and gc plan and apply under one hold of the lease, asking the
+    // store once for each blob.
     ok(&once(
         &p,
         repo,

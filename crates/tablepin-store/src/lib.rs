@@ -497,6 +497,16 @@ impl Store {
         self
     }
 
+    /// Forgets every blob the memo holds. A blob never changes, but
+    /// another process's gc or erasure may delete it: a gc or an erasure
+    /// calls this as it takes its lease, so that it plans and applies on
+    /// what the store holds, not on what this process read before.
+    pub fn forget_memo(&self) {
+        if let Some(memo) = &self.memo {
+            memo.clear();
+        }
+    }
+
     /// Keeps verified blobs in `cache` (or in none) instead of where the
     /// environment says.
     pub fn with_cache(mut self, cache: Option<cache::BlobCache>) -> Self {

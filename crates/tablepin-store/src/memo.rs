@@ -5,6 +5,12 @@
 //! request. Bounded: blobs up to [`Memo::EACH`] bytes, [`Memo::new`]'s
 //! total, the oldest dropped first.
 //!
+//! A blob never changes, but a gc or an erasure may delete it, and a
+//! remembered copy does not say it is still stored. Those two delete only
+//! under the gc/erasure lease, so each forgets the memo as it takes the
+//! lease ([`crate::Store::forget_memo`]) and, where "stored" decides what
+//! it does, asks a listing of the store rather than a read.
+//!
 //! Off unless asked for ([`crate::Store::with_memo`]): the command line
 //! turns it on for each command, which lives seconds; a long-lived process
 //! (a Python session) keeps it off, so that a blob another process erased
@@ -94,6 +100,11 @@ impl Memo {
         if let Some((_, b)) = inner.blobs.remove(id) {
             inner.bytes -= b.len() as u64;
         }
+    }
+
+    /// Forgets every blob.
+    pub fn clear(&self) {
+        *self.lock() = Inner::default();
     }
 }
 

@@ -457,8 +457,13 @@ impl Repo {
         };
         // Versions the refs reach now. (Versions only an old ref-log entry
         // names are garbage for gc; a half-finished erasure may have deleted
-        // part of them, and its pending record lists the rest.)
-        let reachable = self.reachable_versions().await?;
+        // part of them, and its pending record lists the rest.) Stored
+        // means listed: a version another machine's gc expired may still
+        // read from this one's cache, and must not be replaced by one that
+        // names its deleted files.
+        let listed = self.listed_blobs().await?;
+        let roots = branches.iter().chain(&tags).map(|r| r.target).collect();
+        let reachable = self.stored_ancestry(roots, Some(&listed)).await?;
         let mut versions: BTreeMap<VersionId, Version> = BTreeMap::new();
         let mut snaps: BTreeMap<VersionId, TableSnapshot> = BTreeMap::new();
         for id in &reachable {
@@ -696,7 +701,32 @@ impl Repo {
     /// pause while commits keep moving the refs, for up to a minute.
     pub async fn erase_apply(&self, plan: ErasePlan) -> Result<EraseReport> {
         let lease = self.take_lease(LeaseKind::Erase).await?;
-        let out = self.apply_erasure_leased(plan).await;
+        let out = self.apply_erasure_leased(plan, false).await;
+        lease.release(self).await;
+        Ok(out?.1)
+    }
+
+    /// Plans and applies an erasure under one hold of the gc/erasure
+    /// lease, so that nothing deletes in between: what
+    /// [`Repo::erase_plan`] then [`Repo::erase_apply`] do, without the
+    /// second checking and reading again what the first read. Returns the
+    /// plan applied (planned again if commits moved the refs meanwhile)
+    /// and the report, or only the plan when it is empty (no stored row
+    /// matches: nothing is written).
+    pub async fn erase(&self, opts: &EraseOptions) -> Result<(ErasePlan, Option<EraseReport>)> {
+        if opts.reason.trim().is_empty() {
+            return Err(Error::NoReason);
+        }
+        let lease = self.take_lease(LeaseKind::Erase).await?;
+        let out = async {
+            let plan = self.plan_erasure(opts).await?;
+            if plan.is_empty() {
+                return Ok((plan, None));
+            }
+            let (plan, report) = self.apply_erasure_leased(plan, true).await?;
+            Ok((plan, Some(report)))
+        }
+        .await;
         lease.release(self).await;
         out
     }
@@ -741,20 +771,27 @@ impl Repo {
         out
     }
 
-    async fn apply_erasure_leased(&self, mut plan: ErasePlan) -> Result<EraseReport> {
+    /// Applies a plan under the lease, planning again while commits move
+    /// the refs; `fresh` when it was made under this hold of the lease
+    /// (nothing can have deleted since). Returns the plan applied.
+    async fn apply_erasure_leased(
+        &self,
+        mut plan: ErasePlan,
+        fresh: bool,
+    ) -> Result<(ErasePlan, EraseReport)> {
         let started = std::time::Instant::now();
         let mut attempt = 0u32;
         loop {
             if attempt > 0 {
                 tokio::time::sleep(super::retry_pause(attempt)).await;
             }
-            if attempt > 0 || !self.erase_plan_holds(&plan).await? {
+            if attempt > 0 || (!fresh && !self.erase_plan_holds(&plan).await?) {
                 plan = self.plan_erasure(&plan.work.options).await?;
             }
             attempt += 1;
             match self.apply_erasure(&plan).await {
                 Err(Error::RefMoved { .. }) if started.elapsed() < ERASE_RETRY_FOR => continue,
-                other => return other,
+                other => return other.map(|report| (plan, report)),
             }
         }
     }
@@ -874,24 +911,26 @@ impl Repo {
     }
 
     /// Every blob the refs reach now, along first parents to where gc
-    /// expired the chain.
+    /// expired the chain: to the first version a listing made after
+    /// reading the refs lacks, whatever a read of it from memory or the
+    /// cache gives.
     async fn reachable_blobs(&self) -> Result<HashSet<ObjectId>> {
+        let heads = self.ref_targets().await?;
+        let listed = self.listed_blobs().await?;
         let mut reachable = HashSet::new();
-        for kind in [RefKind::Branch, RefKind::Tag] {
-            for r in self.refs(kind).await? {
-                let mut next = Some(r.target);
-                while let Some(id) = next {
-                    if reachable.contains(&id.0) {
-                        break;
-                    }
-                    match self.reach(&id, &mut reachable).await {
-                        Ok(v) => next = v.parents.first().copied(),
-                        // Expired by gc: the stored chain ends here.
-                        Err(e) if e.is_missing() && !self.store().has_blob(&id.0).await? => break,
-                        // A failed read is not the end of the chain: what
-                        // lies past it may still need the blobs below.
-                        Err(e) => return Err(e),
-                    }
+        for head in heads {
+            let mut next = Some(head);
+            while let Some(id) = next {
+                if reachable.contains(&id.0) || !listed.contains(&id.0) {
+                    break;
+                }
+                match self.reach(&id, &mut reachable).await {
+                    Ok(v) => next = v.parents.first().copied(),
+                    // Expired by gc: the stored chain ends here.
+                    Err(e) if e.is_missing() && !self.store().has_blob(&id.0).await? => break,
+                    // A failed read is not the end of the chain: what
+                    // lies past it may still need the blobs below.
+                    Err(e) => return Err(e),
                 }
             }
         }

@@ -226,13 +226,23 @@ impl Repo {
     async fn branch_chains(
         &self,
         roots: Vec<(String, VersionId, bool)>,
+        listed: &HashSet<ObjectId>,
     ) -> Result<BTreeMap<String, Vec<(VersionId, i64)>>> {
         let mut out = BTreeMap::new();
         for (name, target, live) in roots {
             let mut chain = Vec::new();
             let mut next = Some(target);
             while let Some(id) = next {
-                match self.store().get_blob(&id.0).await {
+                // Not in the listing: gone, whatever a memo or cache holds
+                // (see `stored_ancestry`).
+                let read = if listed.contains(&id.0) {
+                    self.store().get_blob(&id.0).await
+                } else {
+                    Err(tablepin_store::StoreError::NotFound {
+                        path: format!("objects/{}", id.0.fanout_path()),
+                    })
+                };
+                match read {
                     Ok(bytes) => {
                         let v: Version = decode_manifest("version", &bytes)?;
                         chain.push((id, v.time_ms));
@@ -260,19 +270,16 @@ impl Repo {
     /// `deleted_since` (ms) at the version they named last while that is
     /// still stored, so that a ref deleted by mistake can be restored
     /// within the grace period.
-    async fn gc_roots(
-        &self,
+    fn gc_roots(
         logs: &RefLogs,
         kind: RefKind,
         deleted_since: i64,
-    ) -> Result<Vec<(String, VersionId, bool)>> {
-        let mut out = Vec::new();
-        for (name, target, live) in logs.roots(kind, deleted_since) {
-            if live || self.store().has_blob(&target.0).await? {
-                out.push((name, target, live));
-            }
-        }
-        Ok(out)
+        listed: &HashSet<ObjectId>,
+    ) -> Vec<(String, VersionId, bool)> {
+        logs.roots(kind, deleted_since)
+            .into_iter()
+            .filter(|(_, target, live)| *live || listed.contains(&target.0))
+            .collect()
     }
 
     /// Plans a garbage collection (holding the gc/erasure lease while it
@@ -282,27 +289,64 @@ impl Repo {
         let lease = self.take_lease(LeaseKind::Gc).await?;
         let out = self.plan_gc(policy).await;
         lease.release(self).await;
-        out
+        Ok(out?.0)
     }
 
     /// Applies a plan: tombstones, tag deletions, then the sweep (holding
-    /// the gc/erasure lease).
+    /// the gc/erasure lease). What the plan expires and another gc or an
+    /// erasure has deleted since is passed over.
     pub async fn gc_apply(&self, plan: GcPlan) -> Result<GcReport> {
         let lease = self.take_lease(LeaseKind::Gc).await?;
-        let out = self.apply_gc(plan).await;
+        let out = async {
+            let listed = self.listed_blobs().await?;
+            self.apply_gc(plan, &listed).await
+        }
+        .await;
         lease.release(self).await;
         out
     }
 
-    async fn plan_gc(&self, policy: &GcPolicy) -> Result<GcPlan> {
+    /// Plans and applies a garbage collection under one hold of the
+    /// gc/erasure lease, so that nothing deletes in between: what
+    /// [`Repo::gc_plan`] then [`Repo::gc_apply`] do, without the second
+    /// reading again what the first read.
+    pub async fn gc(&self, policy: &GcPolicy) -> Result<GcReport> {
+        policy.validate()?;
+        let lease = self.take_lease(LeaseKind::Gc).await?;
+        let out = async {
+            let (plan, listed) = self.plan_gc(policy).await?;
+            self.apply_gc(plan, &listed).await
+        }
+        .await;
+        lease.release(self).await;
+        out
+    }
+
+    /// The ids of the blobs a listing of the store finds.
+    pub(crate) async fn listed_blobs(&self) -> Result<HashSet<ObjectId>> {
+        Ok(self
+            .store()
+            .list_blobs()
+            .await?
+            .iter()
+            .map(|b| b.id)
+            .collect())
+    }
+
+    /// A plan, and the ids of the blobs listed for it.
+    async fn plan_gc(&self, policy: &GcPolicy) -> Result<(GcPlan, HashSet<ObjectId>)> {
         let now = policy.now_ms.unwrap_or_else(now_ms);
         let grace_cut = now - policy.grace_ms;
+        // The refs, then the blobs: every version a ref log names that is
+        // stored is in the listing (only gc and erasure delete, and they
+        // wait for this lease).
         let logs = self.ref_logs().await?;
-        let chains = self
-            .branch_chains(self.gc_roots(&logs, RefKind::Branch, grace_cut).await?)
-            .await?;
-        let tag_roots = self.gc_roots(&logs, RefKind::Tag, grace_cut).await?;
-        let stored_versions = self.stored_ancestry(logs.targets()).await?;
+        let blobs = self.store().list_blobs().await?;
+        let listed: HashSet<ObjectId> = blobs.iter().map(|b| b.id).collect();
+        let branch_roots = Self::gc_roots(&logs, RefKind::Branch, grace_cut, &listed);
+        let chains = self.branch_chains(branch_roots, &listed).await?;
+        let tag_roots = Self::gc_roots(&logs, RefKind::Tag, grace_cut, &listed);
+        let stored_versions = self.stored_ancestry(logs.targets(), Some(&listed)).await?;
         let (kept, fates, tags_deleted) = kept_versions(&chains, &tag_roots, policy, now);
         let expired: Vec<VersionId> = stored_versions.difference(&kept).copied().collect();
 
@@ -314,7 +358,6 @@ impl Repo {
                 needs.insert(*sid, Need::manifest(*id));
             }
         }
-        let blobs = self.store().list_blobs().await?;
         check_needs(&needs, &blobs)?;
         let reachable: HashSet<ObjectId> = needs.keys().copied().collect();
         let expired_ids: HashSet<ObjectId> = expired.iter().map(|v| v.0).collect();
@@ -361,10 +404,12 @@ impl Repo {
         let (records, _) = self.audit_checked().await?;
         plan.blobs_holding_erased =
             self.erased_holders(records, &kept_data, true).await?.len() as u64;
-        Ok(plan)
+        Ok((plan, listed))
     }
 
-    async fn apply_gc(&self, plan: GcPlan) -> Result<GcReport> {
+    /// Applies a plan; `listed` is what a listing made under this hold of
+    /// the lease found.
+    async fn apply_gc(&self, plan: GcPlan, listed: &HashSet<ObjectId>) -> Result<GcReport> {
         let mut report = GcReport {
             blobs_deleted: 0,
             bytes_freed: 0,
@@ -375,10 +420,15 @@ impl Repo {
         };
         // Tombstones first: the log keeps every expired version's record.
         for id in &plan.versions_expired {
-            // Gone already (a gc before this one expired it, or this one
-            // ran before and was cut short after its sweep): its tombstone
-            // was written first. Any other failure stops the gc before it
-            // deletes anything, so no record is lost without its tombstone.
+            // Gone already: a gc before this one expired it (or this one
+            // ran before and was cut short after its sweep; its tombstone
+            // was written first), or an erasure replaced it. A read of it
+            // may still succeed from memory or the cache: the listing
+            // decides. Any other failure stops the gc before it deletes
+            // anything, so no record is lost without its tombstone.
+            if !listed.contains(&id.0) {
+                continue;
+            }
             let v = match self.version(id).await {
                 Ok(v) => v,
                 Err(e) if e.is_missing() && !self.store().has_blob(&id.0).await? => continue,
@@ -425,8 +475,11 @@ impl Repo {
         let deleted_since = chrono::Utc::now().timestamp_millis() - plan.policy.grace_ms;
         let logs = self.ref_logs().await?;
         for kind in [RefKind::Branch, RefKind::Tag] {
-            for (_, target, _) in self.gc_roots(&logs, kind, deleted_since).await? {
-                self.reach(&target, &mut reachable).await?;
+            for (_, target, live) in logs.roots(kind, deleted_since) {
+                // A deleted ref's version that is gone has nothing to spare.
+                if live || self.store().has_blob(&target.0).await? {
+                    self.reach(&target, &mut reachable).await?;
+                }
             }
         }
         let kept: HashSet<VersionId> = plan.versions_kept.iter().copied().collect();

@@ -113,6 +113,9 @@ impl Repo {
                 }
             };
             let Some((other_path, other_doc)) = other else {
+                // Blobs this process read before may have been deleted
+                // by a gc or erasure that held the lease since.
+                self.store().forget_memo();
                 return Ok(Lease { path });
             };
             self.store().delete_doc(&path).await?;

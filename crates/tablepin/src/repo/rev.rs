@@ -10,10 +10,10 @@
 //! a tag and a branch (possible in repositories made before such names were
 //! refused) is ambiguous and refused, never silently one of the two.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use serde::Serialize;
-use tablepin_format::{RefKind, VersionId};
+use tablepin_format::{ObjectId, RefKind, VersionId};
 
 use super::Repo;
 use crate::error::{Error, Result};
@@ -191,11 +191,16 @@ impl Repo {
 
     /// Every stored version reachable from the refs as they are now.
     pub async fn reachable_versions(&self) -> Result<BTreeSet<VersionId>> {
+        self.stored_ancestry(self.ref_targets().await?, None).await
+    }
+
+    /// What every branch and tag names now.
+    pub(crate) async fn ref_targets(&self) -> Result<Vec<VersionId>> {
         let mut roots = Vec::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
             roots.extend(self.refs(kind).await?.into_iter().map(|r| r.target));
         }
-        self.stored_ancestry(roots).await
+        Ok(roots)
     }
 
     /// Every version that a ref names or named, and their ancestors, that is
@@ -209,14 +214,20 @@ impl Repo {
                 }
             }
         }
-        self.stored_ancestry(roots).await
+        self.stored_ancestry(roots, None).await
     }
 
     /// The stored versions among `roots` and their ancestors, walking
-    /// through expired versions' tombstones.
+    /// through expired versions' tombstones. With `listed` (the blobs a
+    /// listing of the store found), a version the listing lacks is not
+    /// stored, whatever a read of it gives: a read may be served from this
+    /// process's memory or this machine's cache of blobs that another
+    /// machine's gc or erasure has deleted since, and a gc or an erasure
+    /// must not plan on those.
     pub(crate) async fn stored_ancestry(
         &self,
         mut todo: Vec<VersionId>,
+        listed: Option<&HashSet<ObjectId>>,
     ) -> Result<BTreeSet<VersionId>> {
         let mut visited = BTreeSet::new();
         let mut stored = BTreeSet::new();
@@ -224,23 +235,29 @@ impl Repo {
             if !visited.insert(id) {
                 continue;
             }
-            match self.version(&id).await {
-                Ok(v) => {
+            let read = if listed.is_some_and(|l| !l.contains(&id.0)) {
+                None
+            } else {
+                match self.version(&id).await {
+                    Ok(v) => Some(v),
+                    // Present but damaged: that is damage, not an unknown
+                    // revision.
+                    Err(e) if !e.is_missing() => return Err(e),
+                    Err(_) => None,
+                }
+            };
+            match read {
+                Some(v) => {
                     stored.insert(id);
                     todo.extend(v.parents);
                 }
                 // Gone: expired by gc (its tombstone names its parents) or
                 // replaced by an erasure.
-                Err(Error::Damaged { source, .. })
-                    if matches!(*source, tablepin_store::StoreError::NotFound { .. }) =>
-                {
+                None => {
                     if let Some(t) = self.tombstone(&id).await? {
                         todo.extend(t.parents);
                     }
                 }
-                // Present but damaged: that is damage, not an unknown
-                // revision.
-                Err(e) => return Err(e),
             }
         }
         Ok(stored)
