@@ -189,24 +189,21 @@ async fn command_costs(location: &str) -> Result<Value, LabError> {
     repo.verify(&tablepin::NoProgress).await?;
     costs.insert("verify".into(), json!(stats.requests()));
     let (repo, stats) = command_repo(location).await?;
-    let plan = repo
-        .gc_plan(&tablepin::GcPolicy {
-            keep_last: Some(10),
-            grace_ms: 0,
-            ..Default::default()
-        })
-        .await?;
-    repo.gc_apply(plan).await?;
+    // As the command line runs them: plan and apply under one lease.
+    repo.gc(&tablepin::GcPolicy {
+        keep_last: Some(10),
+        grace_ms: 0,
+        ..Default::default()
+    })
+    .await?;
     costs.insert("gc (keep the last 10)".into(), json!(stats.requests()));
     let (repo, stats) = command_repo(location).await?;
-    let plan = repo
-        .erase_plan(&tablepin::EraseOptions {
-            table: "sales".into(),
-            predicate: "id = 95".into(),
-            reason: "benchmark".into(),
-        })
-        .await?;
-    repo.erase_apply(plan).await?;
+    repo.erase(&tablepin::EraseOptions {
+        table: "sales".into(),
+        predicate: "id = 95".into(),
+        reason: "benchmark".into(),
+    })
+    .await?;
     costs.insert("erase (1 row)".into(), json!(stats.requests()));
     Ok(Value::Object(costs))
 }
