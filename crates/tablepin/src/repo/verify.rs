@@ -3,10 +3,14 @@
 //! Every blob is read and hashed against its name; every ref must name a
 //! readable version (or an expired one that left a tombstone); every version
 //! reachable from a ref must decode, and every table snapshot's row count
-//! and content hash are computed again from its rows. Row hashes are
-//! computed once per data file and reused by every snapshot that shares the
-//! file, so the cost grows with the distinct rows stored, not with the
-//! number of versions.
+//! and content hash are computed again from its rows. The versions are
+//! walked first and their snapshots decoded; then each data file is read
+//! once, on all cores, and reduced to its row count, the sum of its row
+//! hashes and, for each deletion vector a snapshot puts on it, the sum of
+//! the rows it hides; each snapshot is checked from those sums. So the
+//! cost grows with the distinct rows stored, not with the number of
+//! versions, and memory holds a file's row hashes while it is read, not
+//! the table's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -23,12 +27,31 @@ use crate::error::Result;
 use crate::table::datafile::{read_data_file, Select};
 use crate::table::{dv, schema_of};
 
-/// A data file's row hashes (under one schema) and their sum, computed once
-/// per verify however many snapshots share the file.
-struct FileHashes {
-    rows: Vec<RowHash>,
-    sum: ContentHash,
+use arrow::datatypes::SchemaRef;
+use roaring::RoaringBitmap;
+
+/// A data file to read, under one schema, with the deletion vectors the
+/// snapshots put on it.
+struct FileCheck {
+    data: ObjectId,
+    schema: SchemaRef,
+    dvs: Vec<RoaringBitmap>,
+    /// Where each deletion vector (its blob and offset) is in `dvs`.
+    dv_at: HashMap<(ObjectId, Option<u64>), usize>,
 }
+
+/// What a data file's rows hash to, read once however many snapshots
+/// share it: its rows, their sum, and for each of its deletion vectors the
+/// sum of the rows it hides (or a position past the file's end).
+struct FileSums {
+    rows: u64,
+    sum: ContentHash,
+    hidden: Vec<std::result::Result<ContentHash, u32>>,
+}
+
+/// For each file of a snapshot: which [`FileCheck`] it is, and which of
+/// its deletion vectors.
+type Needs = Vec<(usize, Option<usize>)>;
 
 /// A version to check, where it was reached from, and (for a ref's head)
 /// the ref entry's path and the tables it records for the version.
@@ -48,12 +71,12 @@ impl Reached {
     }
 }
 
-/// What the walk over versions has done already: snapshots checked, data
-/// files' row hashes, deletion vectors read.
+/// What the walk over versions has found: the snapshots to check (each
+/// once), and the deletion vectors read.
 #[derive(Default)]
 struct Walk {
     snapshots_done: HashSet<ObjectId>,
-    row_hashes: HashMap<(ObjectId, String), FileHashes>,
+    snapshots: Vec<(VersionId, String, TableSnapshot)>,
     dv_known: dv::Known,
 }
 
@@ -255,22 +278,21 @@ impl Repo {
             r.versions += 1;
             progress.advance(1);
             for (table, sid) in &v.tables {
-                self.check_table(&id, table, sid, bad, &mut walk, r).await?;
+                self.check_table(&id, table, sid, &mut walk, r).await?;
             }
             todo.extend(v.parents.iter().map(|p| Reached::parent(&id, *p)));
         }
         progress.end();
-        Ok(())
+        self.check_snapshots(walk, bad, r).await
     }
 
-    /// Checks one table snapshot of a version, once however many versions
-    /// share it.
+    /// Takes one table snapshot of a version to check, once however many
+    /// versions share it.
     async fn check_table(
         &self,
         id: &VersionId,
         table: &str,
         sid: &ObjectId,
-        bad: &HashSet<ObjectId>,
         walk: &mut Walk,
         r: &mut VerifyReport,
     ) -> Result<()> {
@@ -294,20 +316,122 @@ impl Repo {
             }
         };
         r.snapshots += 1;
-        if let Err(p) = self
-            .check_snapshot(
-                &snap,
-                bad,
-                &mut walk.row_hashes,
-                &mut walk.dv_known,
-                &mut r.rows_hashed,
-            )
-            .await
-        {
-            r.problems
-                .push(format!("table '{table}' of version {id}: {p}"));
+        walk.snapshots.push((*id, table.to_string(), snap));
+        Ok(())
+    }
+
+    /// Checks the snapshots the walk found: what each file must be read
+    /// for, each file read once, then each snapshot's rows and content
+    /// hash from the files' sums.
+    async fn check_snapshots(
+        &self,
+        walk: Walk,
+        bad: &HashSet<ObjectId>,
+        r: &mut VerifyReport,
+    ) -> Result<()> {
+        let Walk {
+            snapshots,
+            mut dv_known,
+            ..
+        } = walk;
+        let mut files: Vec<FileCheck> = Vec::new();
+        let mut at: HashMap<(ObjectId, String), usize> = HashMap::new();
+        let mut needs = Vec::with_capacity(snapshots.len());
+        for (_, _, snap) in &snapshots {
+            let n = self
+                .snapshot_needs(snap, bad, &mut files, &mut at, &mut dv_known)
+                .await;
+            needs.push(n);
+        }
+        let sums = self.file_sums(&files).await;
+        r.rows_hashed += sums.iter().flatten().map(|s| s.rows).sum::<u64>();
+        for ((id, table, snap), need) in snapshots.iter().zip(needs) {
+            if let Err(p) = need.and_then(|n| snapshot_sums(snap, &n, &sums)) {
+                r.problems
+                    .push(format!("table '{table}' of version {id}: {p}"));
+            }
         }
         Ok(())
+    }
+
+    /// What checking `snap` needs read: its files (added to `files` once
+    /// per blob and schema) and their deletion vectors, loaded here.
+    async fn snapshot_needs(
+        &self,
+        snap: &TableSnapshot,
+        bad: &HashSet<ObjectId>,
+        files: &mut Vec<FileCheck>,
+        at: &mut HashMap<(ObjectId, String), usize>,
+        dv_known: &mut dv::Known,
+    ) -> std::result::Result<Needs, String> {
+        let schema = schema_of(snap);
+        let schema_key = serde_json::to_string(&snap.schema).unwrap_or_default();
+        let mut out = Vec::with_capacity(snap.files.len());
+        for f in &snap.files {
+            if bad.contains(&f.data) {
+                return Err(format!("data file {} is damaged", f.data));
+            }
+            if let Some(d) = &f.deletes {
+                if bad.contains(&d.blob) {
+                    return Err(format!("deletion vector {} is damaged", d.blob));
+                }
+            }
+            let fi = *at.entry((f.data, schema_key.clone())).or_insert_with(|| {
+                files.push(FileCheck {
+                    data: f.data,
+                    schema: schema.clone(),
+                    dvs: Vec::new(),
+                    dv_at: HashMap::new(),
+                });
+                files.len() - 1
+            });
+            let Some(d) = &f.deletes else {
+                out.push((fi, None));
+                continue;
+            };
+            let check = &mut files[fi];
+            let di = match check.dv_at.get(&(d.blob, d.offset)) {
+                Some(di) => *di,
+                None => {
+                    let bm = dv::load(self.store(), f, dv_known)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .unwrap_or_default();
+                    if bm.len() != d.count {
+                        return Err(format!("deletion vector of data file {} holds {} positions, the snapshot says otherwise", f.data, bm.len()));
+                    }
+                    check.dvs.push(bm);
+                    check.dv_at.insert((d.blob, d.offset), check.dvs.len() - 1);
+                    check.dvs.len() - 1
+                }
+            };
+            out.push((fi, Some(di)));
+        }
+        Ok(out)
+    }
+
+    /// Each file read and reduced to its sums ([`FileSums`]), on all
+    /// cores; when a read fails, each file again on its own, so that each
+    /// unreadable file is named by the snapshots that hold it.
+    async fn file_sums(&self, files: &[FileCheck]) -> Vec<std::result::Result<FileSums, String>> {
+        let ids: Vec<ObjectId> = files.iter().map(|f| f.data).collect();
+        let all = self
+            .store()
+            .map_blobs(&ids, |i, bytes| {
+                Ok::<_, StoreError>(sums_of(&files[i], bytes))
+            })
+            .await;
+        if let Ok(all) = all {
+            return all;
+        }
+        let mut out = Vec::with_capacity(files.len());
+        for f in files {
+            out.push(match self.store().get_blob(&f.data).await {
+                Ok(bytes) => sums_of(f, bytes),
+                Err(e) => Err(e.to_string()),
+            });
+        }
+        out
     }
 
     /// Reads the config, every tombstone and every audit record (finished
@@ -344,103 +468,86 @@ impl Repo {
         problems.extend(audit_problems);
         Ok(problems)
     }
+}
 
-    /// Recomputes one snapshot's rows and content hash; the error is one
-    /// sentence naming the blob.
-    async fn check_snapshot(
-        &self,
-        snap: &TableSnapshot,
-        bad: &HashSet<ObjectId>,
-        cache: &mut HashMap<(ObjectId, String), FileHashes>,
-        dv_known: &mut dv::Known,
-        rows_hashed: &mut u64,
-    ) -> std::result::Result<(), String> {
-        let schema = schema_of(snap);
-        let schema_key = serde_json::to_string(&snap.schema).unwrap_or_default();
-        let mut content = ContentHash::EMPTY;
-        let mut rows = 0u64;
-        for f in &snap.files {
-            if bad.contains(&f.data) {
-                return Err(format!("data file {} is damaged", f.data));
-            }
-            if let Some(d) = &f.deletes {
-                if bad.contains(&d.blob) {
-                    return Err(format!("deletion vector {} is damaged", d.blob));
-                }
-            }
-            let key = (f.data, schema_key.clone());
-            if !cache.contains_key(&key) {
-                let bytes = self
-                    .store()
-                    .get_blob(&f.data)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let batches = read_data_file(f.data, bytes, &schema, Select::All)
-                    .map_err(|e| e.to_string())?;
-                let mut hs = Vec::with_capacity(f.rows as usize);
-                for b in &batches {
-                    hs.extend(hash_rows(b).map_err(|e| e.to_string())?);
-                }
-                *rows_hashed += hs.len() as u64;
-                let sum = hs.iter().copied().collect();
-                cache.insert(key.clone(), FileHashes { rows: hs, sum });
-            }
-            let Some(cached) = cache.get(&key) else {
-                continue;
-            };
-            let (hs, all) = (cached.rows.as_slice(), cached.sum);
-            if hs.len() as u64 != f.rows {
-                return Err(format!(
-                    "data file {} holds {} rows, the snapshot says {}",
-                    f.data,
-                    hs.len(),
-                    f.rows
-                ));
-            }
-            if all != f.hash_sum {
-                return Err(format!(
-                    "data file {} hashes to {}, the snapshot says {}",
-                    f.data,
-                    all.short(16),
-                    f.hash_sum.short(16)
-                ));
-            }
-            let dv = dv::load(self.store(), f, dv_known)
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut live = all;
-            if let Some(dv) = &dv {
-                if dv.len() != f.deletes.as_ref().map_or(0, |d| d.count) {
-                    return Err(format!("deletion vector of data file {} holds {} positions, the snapshot says otherwise", f.data, dv.len()));
-                }
-                for p in dv.iter() {
-                    match hs.get(p as usize) {
-                        Some(h) => live.sub(h),
-                        None => {
-                            return Err(format!(
-                                "deletion vector of data file {} names row {p}, past its end",
-                                f.data
-                            ))
-                        }
-                    }
-                }
-            }
-            content.merge(&live);
-            rows += f.live_rows();
-        }
-        if rows != snap.rows {
-            return Err(format!(
-                "its files hold {rows} rows, the snapshot says {}",
-                snap.rows
-            ));
-        }
-        if content != snap.content_hash {
-            return Err(format!(
-                "its rows hash to {}, the snapshot says {}",
-                content.short(16),
-                snap.content_hash.short(16)
-            ));
-        }
-        Ok(())
+/// A data file's sums ([`FileSums`]) from its bytes.
+fn sums_of(f: &FileCheck, bytes: bytes::Bytes) -> std::result::Result<FileSums, String> {
+    let batches =
+        read_data_file(f.data, bytes, &f.schema, Select::All).map_err(|e| e.to_string())?;
+    let mut hs: Vec<RowHash> = Vec::new();
+    for b in &batches {
+        hs.extend(hash_rows(b).map_err(|e| e.to_string())?);
     }
+    let hidden = f
+        .dvs
+        .iter()
+        .map(|bm| {
+            let mut h = ContentHash::EMPTY;
+            for p in bm {
+                h.add(hs.get(p as usize).ok_or(p)?);
+            }
+            Ok(h)
+        })
+        .collect();
+    Ok(FileSums {
+        rows: hs.len() as u64,
+        sum: hs.iter().copied().collect(),
+        hidden,
+    })
+}
+
+/// Checks a snapshot's files, rows and content hash against its files'
+/// sums.
+fn snapshot_sums(
+    snap: &TableSnapshot,
+    needs: &Needs,
+    sums: &[std::result::Result<FileSums, String>],
+) -> std::result::Result<(), String> {
+    let mut content = ContentHash::EMPTY;
+    let mut rows = 0u64;
+    for (f, (fi, di)) in snap.files.iter().zip(needs) {
+        let s = sums[*fi].as_ref().map_err(Clone::clone)?;
+        if s.rows != f.rows {
+            return Err(format!(
+                "data file {} holds {} rows, the snapshot says {}",
+                f.data, s.rows, f.rows
+            ));
+        }
+        if s.sum != f.hash_sum {
+            return Err(format!(
+                "data file {} hashes to {}, the snapshot says {}",
+                f.data,
+                s.sum.short(16),
+                f.hash_sum.short(16)
+            ));
+        }
+        let mut live = s.sum;
+        if let Some(di) = di {
+            match s.hidden[*di] {
+                Ok(h) => live.unmerge(&h),
+                Err(p) => {
+                    return Err(format!(
+                        "deletion vector of data file {} names row {p}, past its end",
+                        f.data
+                    ))
+                }
+            }
+        }
+        content.merge(&live);
+        rows += f.live_rows();
+    }
+    if rows != snap.rows {
+        return Err(format!(
+            "its files hold {rows} rows, the snapshot says {}",
+            snap.rows
+        ));
+    }
+    if content != snap.content_hash {
+        return Err(format!(
+            "its rows hash to {}, the snapshot says {}",
+            content.short(16),
+            snap.content_hash.short(16)
+        ));
+    }
+    Ok(())
 }
