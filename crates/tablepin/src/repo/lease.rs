@@ -16,6 +16,18 @@
 //! until its deadline. Two runs that start together may both step back;
 //! never do both go on, because each created its lease before it looked.
 //!
+//! A run that steps back deletes its lease, except an erasure or a
+//! streamed commit waiting for a gc: it keeps its lease while it waits, so
+//! that the next gc finds it and steps back. Otherwise a loop of gc runs,
+//! each starting as the last ends, could take the lease every time and
+//! starve an erasure (as `writers_racing_gc_and_an_erase_on_s3` once
+//! found). Exclusion does not depend on it: a run goes on only when it
+//! finds no other lease at all.
+//!
+//! A streamed commit takes a lease of its own kind, for the same reason an
+//! erasure does (it cannot write its blobs again when it lands); gc and
+//! erasure wait for it, and streamed commits do not wait for each other.
+//!
 //! A lease whose process is gone (same host, no such process) or that is
 //! older than [`LEASE_TTL_MS`] belonged to a run that crashed; it is
 //! ignored, and removed by the next run that finds it.
@@ -41,6 +53,10 @@ pub(crate) enum LeaseKind {
     Gc,
     /// An erasure.
     Erase,
+    /// A streamed commit (`repo::streamed`), which does not keep its
+    /// blobs' bytes to write them again: gc and erasure wait for it, other
+    /// commits do not.
+    Commit,
 }
 
 impl LeaseKind {
@@ -48,6 +64,7 @@ impl LeaseKind {
         match self {
             LeaseKind::Gc => "gc",
             LeaseKind::Erase => "erase",
+            LeaseKind::Commit => "commit",
         }
     }
 }
@@ -93,18 +110,15 @@ impl Repo {
         let started = Instant::now();
         let this_host = host();
         let mut attempt = 0u32;
+        // An erasure or streamed commit that waits for a gc keeps its lease
+        // meanwhile (see the module's documentation).
+        let mut kept: Option<String> = None;
         loop {
-            let doc = LeaseDoc {
-                kind: kind.name().into(),
-                time_ms: now_ms(),
-                host: this_host.clone(),
-                pid: std::process::id(),
+            let path = match kept.take() {
+                Some(path) => path,
+                None => self.create_lease(kind, &this_host).await?,
             };
-            let path = format!("locks/{}-{:016x}.json", kind.name(), rand::random::<u64>());
-            let bytes = serde_json::to_vec(&doc)
-                .map_err(|e| Error::Internal(format!("encoding a lease: {e}")))?;
-            self.store().create_doc(&path, Bytes::from(bytes)).await?;
-            let other = self.other_lease(&path, &this_host).await;
+            let other = self.other_lease(&path, kind, &this_host).await;
             let other = match other {
                 Ok(o) => o,
                 Err(e) => {
@@ -118,15 +132,20 @@ impl Repo {
                 self.store().forget_memo();
                 return Ok(Lease { path });
             };
-            self.store().delete_doc(&path).await?;
-            if started.elapsed() >= LEASE_WAIT {
+            let waited = started.elapsed() >= LEASE_WAIT;
+            if kind != LeaseKind::Gc && other_doc.kind == LeaseKind::Gc.name() && !waited {
+                kept = Some(path);
+            } else {
+                self.store().delete_doc(&path).await?;
+            }
+            if waited {
                 return Err(Error::Busy {
                     what: format!(
                         "{} started at {} by process {} on '{}' ({other_path})",
-                        if other_doc.kind == "gc" {
-                            "a garbage collection"
-                        } else {
-                            "an erasure"
+                        match other_doc.kind.as_str() {
+                            "gc" => "a garbage collection",
+                            "commit" => "a streamed commit",
+                            _ => "an erasure",
                         },
                         chrono::DateTime::from_timestamp_millis(other_doc.time_ms)
                             .map(|t| t.to_rfc3339())
@@ -142,11 +161,37 @@ impl Repo {
         }
     }
 
-    /// A live lease other than `own`, if any; stale ones are removed.
-    async fn other_lease(&self, own: &str, this_host: &str) -> Result<Option<(String, LeaseDoc)>> {
+    /// Creates a lease document of `kind` for this process; its path.
+    async fn create_lease(&self, kind: LeaseKind, this_host: &str) -> Result<String> {
+        let doc = LeaseDoc {
+            kind: kind.name().into(),
+            time_ms: now_ms(),
+            host: this_host.to_string(),
+            pid: std::process::id(),
+        };
+        let path = format!("locks/{}-{:016x}.json", kind.name(), rand::random::<u64>());
+        let bytes = serde_json::to_vec(&doc)
+            .map_err(|e| Error::Internal(format!("encoding a lease: {e}")))?;
+        self.store().create_doc(&path, Bytes::from(bytes)).await?;
+        Ok(path)
+    }
+
+    /// A live lease other than `own` that a run of `kind` must wait for,
+    /// if any (a streamed commit does not wait for another); stale ones
+    /// are removed.
+    async fn other_lease(
+        &self,
+        own: &str,
+        kind: LeaseKind,
+        this_host: &str,
+    ) -> Result<Option<(String, LeaseDoc)>> {
         let now = now_ms();
+        let commits = format!("locks/{}-", LeaseKind::Commit.name());
         for path in self.store().list_docs("locks").await? {
             if path == own || !path.ends_with(".json") {
+                continue;
+            }
+            if kind == LeaseKind::Commit && path.starts_with(&commits) {
                 continue;
             }
             let Some(bytes) = self.store().get_doc(&path).await? else {
@@ -199,5 +244,74 @@ mod tests {
         assert!(stale(&gone, now, "h"));
         // Another host's process cannot be checked from here.
         assert!(!stale(&gone, now, "other"));
+    }
+
+    #[tokio::test]
+    async fn gc_waits_for_a_streamed_commit_and_streamed_commits_not_for_each_other() {
+        let repo = Repo::init("memory://", crate::WriteSettings::default())
+            .await
+            .unwrap();
+        let a = repo.take_lease(LeaseKind::Commit).await.unwrap();
+        // A second streamed commit goes on at once.
+        let b = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            repo.take_lease(LeaseKind::Commit),
+        )
+        .await
+        .expect("a streamed commit waited for another")
+        .unwrap();
+        let me = host();
+        for kind in [LeaseKind::Gc, LeaseKind::Erase] {
+            let own = format!("locks/{}-0.json", kind.name());
+            let other = repo.other_lease(&own, kind, &me).await.unwrap();
+            assert!(other.is_some_and(|(p, _)| p.starts_with("locks/commit-")));
+        }
+        a.release(&repo).await;
+        b.release(&repo).await;
+        let other = repo
+            .other_lease("locks/gc-0.json", LeaseKind::Gc, &me)
+            .await;
+        assert!(other.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_erasure_waiting_for_a_gc_keeps_its_lease_so_the_next_gc_steps_back() {
+        let repo = Repo::init("memory://", crate::WriteSettings::default())
+            .await
+            .unwrap();
+        let gc = repo.take_lease(LeaseKind::Gc).await.unwrap();
+        let me = host();
+        let erasures = || async {
+            let docs = repo.store().list_docs("locks").await.unwrap();
+            docs.into_iter()
+                .filter(|p| p.starts_with("locks/erase-"))
+                .count()
+        };
+        let watch = async {
+            // Until the erasure has looked once, then over several of its
+            // pauses: its lease is there all along, for a gc to find.
+            let mut seen = 0;
+            for _ in 0..200 {
+                if erasures().await == 1 {
+                    seen += 1;
+                    if seen == 40 {
+                        break;
+                    }
+                } else {
+                    assert_eq!(seen, 0, "the waiting erasure dropped its lease");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            assert_eq!(seen, 40, "the erasure made no lease while it waited");
+            let next_gc = repo
+                .other_lease("locks/gc-1.json", LeaseKind::Gc, &me)
+                .await
+                .unwrap();
+            assert!(next_gc.is_some_and(|(p, _)| p.starts_with("locks/erase-")));
+            gc.release(&repo).await;
+        };
+        let (erase, ()) = tokio::join!(repo.take_lease(LeaseKind::Erase), watch);
+        erase.unwrap().release(&repo).await;
+        assert_eq!(erasures().await, 0);
     }
 }
