@@ -173,6 +173,12 @@ pub struct CommitArgs {
     /// first (each retry plans again against the new head).
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub retry_for: humantime::Duration,
+    /// Commit a FILE of more rows than this a window of rows at a time,
+    /// so that memory holds a window and not the table (0: always whole).
+    /// Streaming needs a keyed table's rows in key order; other inputs are
+    /// committed whole. Not with --dry-run or --plan, which hold the input.
+    #[arg(long, default_value_t = tablepin::DEFAULT_WINDOW_ROWS, value_name = "ROWS")]
+    pub window_rows: usize,
     /// Plan the commit and write nothing: print the rows it adds, changes
     /// and deletes, the blobs it writes and the checks that see it. With
     /// --json the output is the plan, which --plan applies.

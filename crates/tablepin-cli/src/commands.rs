@@ -199,10 +199,23 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
     };
     let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
     let spinner = output::Spinner::new(format!("reading {} ({})", a.file, size(bytes)));
-    let (mut schema, mut batches) = tablepin::files::read_table_file_with(
-        &a.file,
-        &tablepin::files::ReadOptions { delimiter },
-    )?;
+    let read_opts = tablepin::files::ReadOptions { delimiter };
+    if !a.dry_run && saved.is_none() {
+        let input = FileInput {
+            path: a.file.clone(),
+            opts: read_opts.clone(),
+        };
+        if input.more_rows_than(opts.window_rows)? {
+            spinner.step(format!(
+                "committing {} to '{}' {} rows at a time: hashing, comparing with the branch head, writing what changed",
+                a.file, a.table, opts.window_rows
+            ));
+            let r = repo.commit_streamed(&a.table, &input, &opts).await?;
+            drop(spinner);
+            return committed(&r, opts.mode, json_out);
+        }
+    }
+    let (mut schema, mut batches) = tablepin::files::read_table_file_with(&a.file, &read_opts)?;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     spinner.step(format!(
         "committing {rows} rows to '{}': hashing, comparing with the branch head, writing what changed",
@@ -241,15 +254,52 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
             a.file, r.change.rows_deleted, a.table
         );
     }
+    committed(&r, opts.mode, json_out)
+}
+
+/// A commit's file, read a batch at a time (a commit larger than its
+/// window streams it; see `Repo::commit_streamed`).
+struct FileInput {
+    path: String,
+    opts: tablepin::files::ReadOptions,
+}
+
+impl FileInput {
+    /// Whether the file holds more than `rows` rows (reading at most
+    /// those); never for standard input, which is read whole.
+    fn more_rows_than(&self, rows: usize) -> Result<bool> {
+        if self.path == "-" || rows == 0 {
+            return Ok(false);
+        }
+        let (_, batches) = tablepin::files::open_table_file(&self.path, &self.opts)?;
+        let mut seen = 0usize;
+        for b in batches {
+            seen += b?.num_rows();
+            if seen > rows {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+impl tablepin::CommitInput for FileInput {
+    fn open(&self) -> tablepin::Result<(arrow::datatypes::SchemaRef, tablepin::files::BatchIter)> {
+        tablepin::files::open_table_file(&self.path, &self.opts)
+    }
+}
+
+/// Prints what a commit did.
+fn committed(r: &tablepin::CommitResult, mode: Mode, json_out: bool) -> Result<ExitCode> {
     if json_out {
-        output::json(&r)?;
+        output::json(r)?;
     } else {
         let c = &r.change;
         outln!(
             "[{} {}] {} '{}': {} rows (+{} ~{} -{}), {} new in {} blobs, checks: {}",
             r.branch,
             r.version.short(12),
-            opts.mode.name(),
+            mode.name(),
             r.table,
             r.rows,
             c.rows_added,
@@ -292,6 +342,7 @@ fn commit_options(a: &CommitArgs) -> CommitOptions {
         time_ms: None,
         create_branch: a.create_branch,
         retry_for: a.retry_for.into(),
+        window_rows: a.window_rows,
     }
 }
 
@@ -906,24 +957,50 @@ async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> 
     })
 }
 
+/// Rows `generate` makes and writes at a time: a table of any size is
+/// written with the memory of this many rows.
+const GENERATE_CHUNK: usize = 1 << 20;
+
 fn generate(a: GenerateArgs, json_out: bool) -> Result<ExitCode> {
-    let mut t = tablepin_datagen::sales(a.start, a.rows, a.seed);
-    if a.returns > 0 {
-        let ids = tablepin_datagen::pick_ids(a.rows as i64, a.returns, a.seed.wrapping_add(7));
-        let positions: Vec<i64> = ids.clone();
-        let changed = tablepin_datagen::with_returns(&t, &positions, 1);
-        // Replace the changed rows: rows not picked, then the changed ones.
-        let keep: Vec<u32> = (0..a.rows as u32)
-            .filter(|i| !ids.contains(&(*i as i64)))
+    // Returns raise rows in place, so the table stays in id order (a
+    // later overwrite with it streams: see `commit --window-rows`).
+    let returned = tablepin_datagen::pick_ids(a.rows as i64, a.returns, a.seed.wrapping_add(7));
+    let chunk = |c: usize| {
+        let from = c * GENERATE_CHUNK;
+        let n = GENERATE_CHUNK.min(a.rows - from);
+        // The first chunk is `sales(start, rows, seed)` for a table of
+        // one chunk, so small tables are what they always were.
+        let t = tablepin_datagen::sales(a.start + from as i64, n, a.seed.wrapping_add(c as u64));
+        let lo = returned.partition_point(|p| (*p as usize) < from);
+        let hi = returned.partition_point(|p| (*p as usize) < from + n);
+        let at: Vec<usize> = returned[lo..hi]
+            .iter()
+            .map(|p| *p as usize - from)
             .collect();
-        let kept = arrow::compute::take_record_batch(&t, &arrow::array::UInt32Array::from(keep))?;
-        t = arrow::compute::concat_batches(&t.schema(), [&kept, &changed])?;
+        tablepin_datagen::returned_in_place(&t, &at, 1)
+    };
+    let chunks = a.rows.div_ceil(GENERATE_CHUNK).max(1);
+    if a.output == "-" || chunks == 1 {
+        let t = chunk(0);
+        tablepin::files::write_table_file(&a.output, &t.schema(), &[t])?;
+    } else {
+        let mut file =
+            tablepin::files::TableFileWriter::create(&a.output, &tablepin_datagen::schema())?;
+        let spinner = output::Spinner::new(format!("generating {} rows", a.rows));
+        for c in 0..chunks {
+            file.write(&chunk(c))?;
+            spinner.step(format!(
+                "generating {} rows: {} written",
+                a.rows,
+                (c + 1) * GENERATE_CHUNK
+            ));
+        }
+        file.finish()?;
     }
-    tablepin::files::write_table_file(&a.output, &t.schema(), &[t.clone()])?;
     if json_out && a.output != "-" {
-        output::json(&json!({ "rows": t.num_rows(), "output": a.output, "seed": a.seed }))?;
+        output::json(&json!({ "rows": a.rows, "output": a.output, "seed": a.seed }))?;
     } else if a.output != "-" {
-        eprintln!("Wrote {} generated rows to {}", t.num_rows(), a.output);
+        eprintln!("Wrote {} generated rows to {}", a.rows, a.output);
     }
     Ok(ExitCode::SUCCESS)
 }

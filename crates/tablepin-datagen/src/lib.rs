@@ -145,6 +145,23 @@ pub fn with_returns(table: &RecordBatch, ids: &[i64], delta: i64) -> RecordBatch
     RecordBatch::try_new(rows.schema(), cols).unwrap_or(rows)
 }
 
+/// `table` with `returned` raised by `delta` on the rows at `positions`,
+/// in place (the rows keep their order).
+pub fn returned_in_place(table: &RecordBatch, positions: &[usize], delta: i64) -> RecordBatch {
+    let Some(ret) = table.column(8).as_any().downcast_ref::<Int64Array>() else {
+        return table.clone();
+    };
+    let mut values = ret.values().to_vec();
+    for p in positions {
+        if let Some(v) = values.get_mut(*p) {
+            *v += delta;
+        }
+    }
+    let mut cols = table.columns().to_vec();
+    cols[8] = Arc::new(Int64Array::from(values));
+    RecordBatch::try_new(table.schema(), cols).unwrap_or_else(|_| table.clone())
+}
+
 /// A history for tests: the generated table after each of `commits` weekly
 /// changes. Commit 0 is `base` rows; each later one appends `append` rows
 /// and raises `returned` on `change` scattered old rows.

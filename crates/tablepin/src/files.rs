@@ -121,6 +121,111 @@ pub fn check_unique_columns(schema: &Schema) -> std::result::Result<(), String> 
     Ok(())
 }
 
+/// Record batches read one after another, each with canonical types.
+pub type BatchIter = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// Opens a table file for reading a batch at a time, so that a caller
+/// holds one batch and not the file (a commit too large for memory,
+/// [`crate::Repo::commit_streamed`]). Parquet and Arrow IPC files are read
+/// as stored; a CSV file (gzipped or not) is read twice, once for the
+/// column types (inferred from its first 10,000 lines, as
+/// [`read_table_file_with`] infers them) and once for its rows. Standard
+/// input (`-`) cannot be read twice and is refused: read it whole.
+pub fn open_table_file(path: &str, opts: &ReadOptions) -> Result<(SchemaRef, BatchIter)> {
+    let err = input_err(path);
+    let p = Path::new(path);
+    if path == "-" {
+        return Err(err(
+            "standard input cannot be read as a stream of windows; read it whole".into(),
+        ));
+    }
+    if !p.exists() {
+        return Err(err("no such file".into()));
+    }
+    let open = || File::open(p).map_err(|e| err(e.to_string()));
+    let (schema, raw): (SchemaRef, RawBatches) = match FileFormat::from_path(path)? {
+        FileFormat::Parquet => {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?)
+                .map_err(|e| err(format!("not a valid Parquet file: {e}")))?;
+            let schema = builder.schema().clone();
+            let reader = builder
+                .with_batch_size(64 * 1024)
+                .build()
+                .map_err(|e| err(format!("not a valid Parquet file: {e}")))?;
+            let it = reader.map(|b| b.map_err(|e| format!("not a valid Parquet file: {e}")));
+            (schema, Box::new(it))
+        }
+        FileFormat::Ipc => ipc_stream(BufReader::new(open()?)).map_err(&err)?,
+        FileFormat::Csv => {
+            let lower = path.to_ascii_lowercase();
+            let gz = lower.ends_with(".gz");
+            let text = |f: File| -> Box<dyn Read + Send> {
+                if gz {
+                    Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
+                        BufReader::new(f),
+                    )))
+                } else {
+                    Box::new(BufReader::new(f))
+                }
+            };
+            let tsv = lower
+                .strip_suffix(".gz")
+                .unwrap_or(&lower)
+                .ends_with(".tsv");
+            let delimiter = opts.delimiter.unwrap_or(if tsv { b'\t' } else { b',' });
+            let format = arrow::csv::reader::Format::default()
+                .with_header(true)
+                .with_delimiter(delimiter);
+            let (schema, _) = format
+                .infer_schema(text(open()?), Some(10_000))
+                .map_err(|e| err(csv_message(&e.to_string())))?;
+            let schema = Arc::new(schema);
+            let reader = arrow::csv::ReaderBuilder::new(schema.clone())
+                .with_format(format)
+                .with_batch_size(64 * 1024)
+                .build(text(open()?))
+                .map_err(|e| err(format!("not a valid CSV file: {e}")))?;
+            let it = reader.map(|b| b.map_err(|e| csv_message(&e.to_string())));
+            (schema, Box::new(it))
+        }
+    };
+    check_unique_columns(&schema).map_err(&err)?;
+    let (out_schema, _) = normalize(&schema, Vec::new()).map_err(|e| err(e.to_string()))?;
+    let path = path.to_string();
+    let it = raw.map(move |b| {
+        let b = b.map_err(input_err(&path))?;
+        let (_, mut v) =
+            normalize(&b.schema(), vec![b]).map_err(|e| input_err(&path)(e.to_string()))?;
+        v.pop()
+            .ok_or_else(|| Error::Internal("normalizing a batch gave none".into()))
+    });
+    Ok((out_schema, Box::new(it)))
+}
+
+type RawBatches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, String>> + Send>;
+
+/// An Arrow IPC file or stream read a batch at a time.
+fn ipc_stream<R: Read + Seek + Send + 'static>(
+    mut r: R,
+) -> std::result::Result<(SchemaRef, RawBatches), String> {
+    let mut magic = [0u8; 6];
+    let n = r.read(&mut magic).map_err(|e| e.to_string())?;
+    r.rewind().map_err(|e| e.to_string())?;
+    if n == 6 && &magic == b"ARROW1" {
+        let reader = arrow::ipc::reader::FileReader::try_new(r, None)
+            .map_err(|e| format!("not a valid Arrow IPC file: {e}"))?;
+        let schema = reader.schema();
+        let it = reader.map(|b| b.map_err(|e| format!("not a valid Arrow IPC file: {e}")));
+        Ok((schema, Box::new(it)))
+    } else {
+        let reader = arrow::ipc::reader::StreamReader::try_new(r, None)
+            .map_err(|e| format!("not a valid Arrow IPC stream: {e}"))?;
+        let schema = reader.schema();
+        let it = reader.map(|b| b.map_err(|e| format!("not a valid Arrow IPC stream: {e}")));
+        Ok((schema, Box::new(it)))
+    }
+}
+
 /// Reads a whole table file as [`read_table_file`] does, with options.
 pub fn read_table_file_with(
     path: &str,
@@ -181,29 +286,11 @@ fn read_parquet(file: File) -> std::result::Result<(SchemaRef, Vec<RecordBatch>)
     Ok((schema, batches))
 }
 
-fn read_ipc<R: Read + Seek>(
-    mut r: R,
+fn read_ipc<R: Read + Seek + Send + 'static>(
+    r: R,
 ) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
-    let mut magic = [0u8; 6];
-    let n = r.read(&mut magic).map_err(|e| e.to_string())?;
-    r.rewind().map_err(|e| e.to_string())?;
-    if n == 6 && &magic == b"ARROW1" {
-        let reader = arrow::ipc::reader::FileReader::try_new(r, None)
-            .map_err(|e| format!("not a valid Arrow IPC file: {e}"))?;
-        let schema = reader.schema();
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| format!("not a valid Arrow IPC file: {e}"))?;
-        Ok((schema, batches))
-    } else {
-        let reader = arrow::ipc::reader::StreamReader::try_new(r, None)
-            .map_err(|e| format!("not a valid Arrow IPC stream: {e}"))?;
-        let schema = reader.schema();
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| format!("not a valid Arrow IPC stream: {e}"))?;
-        Ok((schema, batches))
-    }
+    let (schema, batches) = ipc_stream(r)?;
+    Ok((schema, batches.collect::<std::result::Result<Vec<_>, _>>()?))
 }
 
 fn read_csv(

@@ -61,10 +61,10 @@ pub mod table;
 
 pub use error::{Error, ErrorKind, Result};
 pub use repo::{
-    check_name, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff, EraseOptions,
-    ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry, LogOptions,
-    NoProgress, Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult,
-    TableDiff, TableRead, TableStream, DEFAULT_BRANCH,
+    check_name, CommitInput, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff,
+    EraseOptions, ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry,
+    LogOptions, NoProgress, Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions,
+    RestoreResult, TableDiff, TableRead, TableStream, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS,
 };
 pub use table::plan::{Mode, PlannedBlob, TablePlan};
 pub use table::{ReadStats, ScanOptions, WriteSettings};

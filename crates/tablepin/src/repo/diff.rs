@@ -13,6 +13,7 @@ use super::{list_or_none, now_ms, Repo, Retry};
 use crate::error::{Error, Result};
 use crate::table::diff::{self, ColumnChange, DiffCounts, DiffStats};
 use crate::table::plan;
+use crate::table::window::empty_like;
 
 /// What differs in one table between two versions.
 #[derive(Debug, Clone, Serialize)]
@@ -92,19 +93,6 @@ pub struct RestoreResult {
     pub branch: String,
     /// What changed, by table.
     pub changes: BTreeMap<String, TableChange>,
-}
-
-/// A snapshot with no rows, in the shape of `like`: the side of a diff
-/// where a table is absent.
-fn empty_like(like: &TableSnapshot) -> TableSnapshot {
-    TableSnapshot {
-        format: FORMAT_VERSION,
-        schema: like.schema.clone(),
-        key: like.key.clone(),
-        files: Vec::new(),
-        rows: 0,
-        content_hash: ContentHash::EMPTY,
-    }
 }
 
 impl Repo {

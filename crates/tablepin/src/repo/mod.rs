@@ -12,6 +12,7 @@ mod erase;
 mod gc;
 mod lease;
 mod rev;
+mod streamed;
 mod verify;
 
 use std::collections::BTreeMap;
@@ -26,12 +27,13 @@ use tablepin_format::{
     decode_manifest, encode_manifest, ContentHash, FileEntry, ObjectId, RefEntry, RefKind,
     TableChange, TableSnapshot, Tombstone, Version, VersionId, FORMAT_VERSION,
 };
-use tablepin_store::{Store, StoreError, LOCAL_DIR};
+use tablepin_store::{PutOutcome, Store, StoreError, LOCAL_DIR};
 
 pub use diff::{Diff, RestoreOptions, RestoreResult, TableDiff};
 pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
 pub use gc::{GcPlan, GcPolicy, GcReport, TagFate};
 pub use rev::{Replaced, ReplacedBy};
+pub use streamed::CommitInput;
 pub use verify::VerifyReport;
 
 use crate::error::{Error, Result};
@@ -92,7 +94,15 @@ pub struct CommitOptions {
     /// (each retry plans again against the new head, after a random pause
     /// that grows with the attempts).
     pub retry_for: std::time::Duration,
+    /// The rows a streamed commit ([`Repo::commit_streamed`]) plans at a
+    /// time: an input with more is committed a window at a time, with
+    /// memory bounded by the window and not by the table (0: never).
+    pub window_rows: usize,
 }
+
+/// [`CommitOptions::window_rows`] by default: eight data files of the
+/// default size, a few hundred MB of memory for a table of a dozen columns.
+pub const DEFAULT_WINDOW_ROWS: usize = 2 * 1024 * 1024;
 
 /// The branch commits go to when none is named.
 pub const DEFAULT_BRANCH: &str = "main";
@@ -109,6 +119,7 @@ impl Default for CommitOptions {
             time_ms: None,
             create_branch: false,
             retry_for: std::time::Duration::from_secs(60),
+            window_rows: DEFAULT_WINDOW_ROWS,
         }
     }
 }
@@ -855,6 +866,55 @@ impl Repo {
         batches: &[RecordBatch],
         opts: &CommitOptions,
     ) -> Result<Planned> {
+        let (parent_id, parent_tables, parent_snap) = self.parent_of(&head, table, opts).await?;
+        let input = self.plan_input(table, parent_snap.as_ref(), schema, batches.to_vec(), opts);
+        let plan = plan::plan(&self.store, input)
+            .await
+            .map_err(|e| named(e, parent_id, table))?;
+        Ok(Planned {
+            head,
+            parent_id,
+            parent_tables,
+            plan,
+        })
+    }
+
+    /// What the planner is asked for a commit of `batches` onto `parent`.
+    fn plan_input<'a>(
+        &'a self,
+        table: &'a str,
+        parent: Option<&'a TableSnapshot>,
+        schema: &SchemaRef,
+        batches: Vec<RecordBatch>,
+        opts: &CommitOptions,
+    ) -> PlanInput<'a> {
+        PlanInput {
+            table,
+            parent,
+            schema: schema.clone(),
+            batches,
+            mode: opts.mode,
+            key: opts.key.clone(),
+            rules: plan::SchemaRules {
+                allow_change: opts.allow_schema_change,
+                cast: opts.cast,
+            },
+            settings: &self.config.write,
+        }
+    }
+
+    /// The version a commit to `opts.branch` builds on, given the branch
+    /// head as read: its id, its tables and `table`'s snapshot there.
+    pub(crate) async fn parent_of(
+        &self,
+        head: &Option<RefEntry>,
+        table: &str,
+        opts: &CommitOptions,
+    ) -> Result<(
+        Option<VersionId>,
+        BTreeMap<String, ObjectId>,
+        Option<TableSnapshot>,
+    )> {
         let parent_id = match head.as_ref().and_then(|h| h.target) {
             Some(t) => Some(t),
             None => {
@@ -877,30 +937,7 @@ impl Repo {
             (Some(id), Some(snap_id)) => Some(self.load_snapshot(id, table, snap_id).await?),
             _ => None,
         };
-        let plan = plan::plan(
-            &self.store,
-            PlanInput {
-                table,
-                parent: parent_snap.as_ref(),
-                schema: schema.clone(),
-                batches: batches.to_vec(),
-                mode: opts.mode,
-                key: opts.key.clone(),
-                rules: plan::SchemaRules {
-                    allow_change: opts.allow_schema_change,
-                    cast: opts.cast,
-                },
-                settings: &self.config.write,
-            },
-        )
-        .await
-        .map_err(|e| named(e, parent_id, table))?;
-        Ok(Planned {
-            head,
-            parent_id,
-            parent_tables,
-            plan,
-        })
+        Ok((parent_id, parent_tables, parent_snap))
     }
 
     /// Writes one attempt: the blobs, the snapshot, the version, and last
@@ -909,6 +946,19 @@ impl Repo {
         &self,
         table: &str,
         p: Planned,
+        opts: &CommitOptions,
+    ) -> Result<Option<CommitResult>> {
+        self.write_commit_after(table, p, &[], opts).await
+    }
+
+    /// [`Repo::write_commit`] for a plan some of whose blobs are written
+    /// already (`prior`, counted in the change; a streamed commit writes
+    /// each window's blobs as it goes).
+    async fn write_commit_after(
+        &self,
+        table: &str,
+        p: Planned,
+        prior: &[PutOutcome],
         opts: &CommitOptions,
     ) -> Result<Option<CommitResult>> {
         let Planned {
@@ -936,7 +986,7 @@ impl Repo {
             futures::future::try_join_all(blobs.iter().map(|b| self.store.freshen_blob(b.clone()))),
             self.store.freshen_blob(snap_bytes.clone()),
         )?;
-        for o in written.iter().chain([&out]) {
+        for o in prior.iter().chain(&written).chain([&out]) {
             if o.new {
                 change.bytes_new += o.bytes;
                 change.blobs_new += 1;

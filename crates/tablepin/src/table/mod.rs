@@ -21,6 +21,7 @@ pub(crate) mod plan;
 pub(crate) mod predicate;
 pub(crate) mod stream;
 pub(crate) mod types;
+pub(crate) mod window;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -264,7 +264,10 @@ pub(crate) async fn open(
     ordered(store, snap, table, &req).await
 }
 
-/// [`open`] of a keyed table: the files merged by key as they decode.
+/// [`open`] of a keyed table: the files merged by key as they decode, a
+/// group of files whose key ranges overlap at a time, in key order (the
+/// next group read meanwhile), so that memory holds a group's files and
+/// not the table's.
 async fn ordered(
     store: Arc<Store>,
     snap: &TableSnapshot,
@@ -273,11 +276,6 @@ async fn ordered(
 ) -> Result<RowStream> {
     // The merge needs the key decoded too.
     let plan = Arc::new(Scan::decoding(store.clone(), snap, table, req, &snap.key).await?);
-    let ids: Vec<ObjectId> = plan.files.iter().map(|(f, _)| f.data).collect();
-    let opened = store
-        .map_blobs(&ids, |i, bytes| DataFile::open(ids[i], bytes))
-        .await?;
-    let mut inputs: Vec<super::merge::Batches> = Vec::with_capacity(opened.len());
     let read_schema = plan.read.schema.clone();
     if let Ok(mut s) = plan.stats.lock() {
         for (f, dv) in &plan.files {
@@ -285,41 +283,74 @@ async fn ordered(
             s.rows_decoded += f.rows - dv.as_ref().map_or(0, |d| d.len().min(f.rows));
         }
     }
-    for (file, (_, dv)) in opened.iter().zip(&plan.files) {
-        inputs.push(Box::new(file.batches(
-            &read_schema,
-            Select::Live(dv.as_ref()),
-            None,
-        )?));
-    }
     let key_in_read = keys::key_indices(table, &read_schema, &snap.key)?;
-    let codec = keys::KeyCodec::new(&read_schema, key_in_read)?;
-    let merged = super::merge::MergeIter::new(&read_schema, inputs, codec)?;
-    let mut left = plan.limit;
+    let entries: Vec<FileEntry> = plan.files.iter().map(|(f, _)| f.clone()).collect();
+    let groups = match super::window::Spans::of(&entries) {
+        Some(spans) => spans.groups(),
+        None => vec![(0..entries.len()).collect()],
+    };
+    let group_plan = plan.clone();
+    let merged = stream::iter(groups)
+        .map(move |files| {
+            let (store, plan, key) = (store.clone(), group_plan.clone(), key_in_read.clone());
+            async move { merge_group(&store, &plan, &files, key).await }
+        })
+        .buffered(2)
+        .flat_map(|group| match group {
+            Ok(rows) => stream::iter(rows).boxed(),
+            Err(e) => stream::once(async move { Err(e) }).boxed(),
+        });
     let kept = plan.clone();
-    let rows = merged.filter_map(move |b| {
-        if left == Some(0) {
-            return None;
-        }
-        let b = match b.and_then(|b| kept.read.keep(b)) {
-            Ok(b) => b,
-            Err(e) => return Some(Err(e)),
-        };
-        let b = match left {
-            Some(n) if b.num_rows() > n => b.slice(0, n),
-            _ => b,
-        };
-        left = left.map(|n| n - b.num_rows());
-        if let Ok(mut s) = kept.stats.lock() {
-            s.rows += b.num_rows() as u64;
-        }
-        (b.num_rows() > 0).then_some(Ok(b))
-    });
+    // Ends at the limit (which stops the reading of further groups).
+    let rows = merged
+        .scan(plan.limit, move |left, b| {
+            if *left == Some(0) {
+                return std::future::ready(None);
+            }
+            let out = match b.and_then(|b| kept.read.keep(b)) {
+                Err(e) => Some(Err(e)),
+                Ok(b) => {
+                    let b = match *left {
+                        Some(n) if b.num_rows() > n => b.slice(0, n),
+                        _ => b,
+                    };
+                    *left = left.map(|n| n - b.num_rows());
+                    if let Ok(mut s) = kept.stats.lock() {
+                        s.rows += b.num_rows() as u64;
+                    }
+                    (b.num_rows() > 0).then_some(Ok(b))
+                }
+            };
+            std::future::ready(Some(out))
+        })
+        .filter_map(std::future::ready);
     Ok(RowStream {
         schema: plan.schema(),
         stats: plan.stats(),
-        rows: stream::iter(rows).boxed(),
+        rows: rows.boxed(),
     })
+}
+
+/// The files `files` of a keyed scan read, verified and opened, and
+/// merged by key (`key`: the key's columns in the decoded schema).
+async fn merge_group(
+    store: &Store,
+    plan: &Scan,
+    files: &[usize],
+    key: Vec<usize>,
+) -> Result<super::merge::MergeIter> {
+    let schema = &plan.read.schema;
+    let ids: Vec<ObjectId> = files.iter().map(|i| plan.files[*i].0.data).collect();
+    let opened = store
+        .map_blobs(&ids, |i, bytes| DataFile::open(ids[i], bytes))
+        .await?;
+    let mut inputs: Vec<super::merge::Batches> = Vec::with_capacity(opened.len());
+    for (file, i) in opened.iter().zip(files) {
+        let dv = plan.files[*i].1.as_ref();
+        inputs.push(Box::new(file.batches(schema, Select::Live(dv), None)?));
+    }
+    let codec = keys::KeyCodec::new(schema, key)?;
+    super::merge::MergeIter::new(schema, inputs, codec)
 }
 
 /// Where a stream of a [`Scan`] is.
