@@ -289,19 +289,36 @@ class Repo:
         allow_schema_change: bool = False,
         cast: bool = False,
         create_branch: bool = False,
+        window_rows: int | None = None,
     ) -> Version:
         """Commits rows to `table`: a pyarrow Table or RecordBatchReader, a
-        pandas or polars DataFrame, or any object with `__arrow_c_stream__`.
+        pandas or polars DataFrame, any object with `__arrow_c_stream__`, or
+        the path of a Parquet, Arrow IPC or CSV file.
 
         `mode` is "overwrite" (the rows are the table now), "append",
         "upsert" or "delete" (by key). `key` names the key columns on the
         first commit. Only the rows that changed are stored.
+
+        A file of more than `window_rows` rows (2,097,152 by default; 0 reads
+        it whole) is committed a window at a time, as `tablepin commit`
+        does, so memory holds a window rather than the table: a keyed table
+        streams when the file's rows are in key order, an unkeyed one when
+        appended; other files are committed whole, with the same result.
         """
         if isinstance(key, str):
             key = [key]
+        keys = list(key) if key is not None else None
+        if window_rows is not None and window_rows < 0:
+            raise BadInput(f"window_rows is a number of rows, 0 or more, not {window_rows}")
+        if isinstance(data, (str, _os.PathLike)):
+            rows, path = None, _os.fspath(data)
+        elif window_rows is not None:
+            raise BadInput("window_rows applies to a file's path; rows given in memory are committed whole")
+        else:
+            rows, path = _arrow_stream(data), None
         out = self._repo.commit(
-            table, _arrow_stream(data), mode, list(key) if key is not None else None, message,
-            branch, allow_schema_change, cast, create_branch,
+            table, rows, path, mode, keys, message, branch,
+            allow_schema_change, cast, create_branch, window_rows,
         )
         return Version._from(_json.loads(out))
 

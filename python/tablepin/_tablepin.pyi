@@ -41,7 +41,8 @@ class _Repo:
     def commit(
         self,
         table: str,
-        data: Any,
+        data: Any | None,
+        path: str | None,
         mode_name: str,
         key: list[str] | None,
         message: str,
@@ -49,6 +50,7 @@ class _Repo:
         allow_schema_change: bool,
         cast: bool,
         create_branch: bool,
+        window_rows: int | None,
     ) -> str: ...
     def diff(
         self, old: str, new: str, table: str | None = None

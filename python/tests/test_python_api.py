@@ -13,6 +13,7 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 import pytest
 
 import tablepin
@@ -362,3 +363,40 @@ def test_a_repository_in_a_bucket_from_python_and_the_cli(tmp_path, monkeypatch)
     assert any((tmp_path / "cache").rglob("*"))
     with pytest.raises(tablepin.Conflict, match="exists"):
         tablepin.Repo.init(url)
+
+
+def test_a_file_s_path_commits_a_window_at_a_time_as_the_whole_table_would(tmp_path):
+    """A file's path commits as `tablepin commit FILE` does: a window of
+    `window_rows` rows at a time, to the rows, content hash and counts of the
+    same table committed whole from memory. A file is read in batches of
+    65,536 rows, so 200,000 rows make four windows."""
+    n = 200_000
+    ids = pa.array(range(n), pa.int64())
+    first = pa.table({"id": ids, "v": pa.array([i * 7 % 1000 for i in range(n)], pa.int64())})
+    changed = {i * (n // 150) for i in range(150)}
+    later = first.set_column(1, "v", pa.array([-i - 1 if i in changed else i * 7 % 1000 for i in range(n)], pa.int64()))
+    streamed = tablepin.Repo.init(tmp_path / "streamed")
+    whole = tablepin.Repo.init(tmp_path / "whole")
+    for i, t in enumerate([first, later]):
+        path = tmp_path / f"week-{i}.parquet"
+        pq.write_table(t, path, row_group_size=4096)
+        # A pathlib path, then a str.
+        a = streamed.commit("t", path if i == 0 else str(path), key="id", window_rows=10_000)
+        b = whole.commit("t", t, key="id")
+        facts = lambda v: (v.rows, v.content_hash, v.change.rows_added, v.change.rows_changed,
+                           v.change.rows_deleted, v.change.checks)
+        assert facts(a) == facts(b)
+        if i == 0:
+            # Cut into windows: each wrote its own file, where the whole
+            # table is one.
+            assert streamed.show("main").tables["t"].files > 1
+            assert whole.show("main").tables["t"].files == 1
+    assert a.change.rows_changed == 150
+    assert streamed.read("t").equals(whole.read("t"))
+    assert streamed.verify().ok
+    with pytest.raises(tablepin.BadInput, match="no-such.parquet"):
+        streamed.commit("t", tmp_path / "no-such.parquet")
+    with pytest.raises(tablepin.BadInput, match="^window_rows applies to a file's path"):
+        streamed.commit("t", first, window_rows=10)
+    with pytest.raises(tablepin.BadInput, match="^window_rows is a number of rows, 0 or more, not -1$"):
+        streamed.commit("t", str(path), window_rows=-1)

@@ -201,11 +201,11 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
     let spinner = output::Spinner::new(format!("reading {} ({})", a.file, size(bytes)));
     let read_opts = tablepin::files::ReadOptions { delimiter };
     if !a.dry_run && saved.is_none() {
-        let input = FileInput {
+        let input = tablepin::files::TableFile {
             path: a.file.clone(),
             opts: read_opts.clone(),
         };
-        if input.more_rows_than(opts.window_rows)? {
+        if more_rows_than(&input, opts.window_rows)? {
             spinner.step(format!(
                 "committing {} to '{}' {} rows at a time: hashing, comparing with the branch head, writing what changed",
                 a.file, a.table, opts.window_rows
@@ -257,36 +257,21 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
     committed(&r, opts.mode, json_out)
 }
 
-/// A commit's file, read a batch at a time (a commit larger than its
-/// window streams it; see `Repo::commit_streamed`).
-struct FileInput {
-    path: String,
-    opts: tablepin::files::ReadOptions,
-}
-
-impl FileInput {
-    /// Whether the file holds more than `rows` rows (reading at most
-    /// those); never for standard input, which is read whole.
-    fn more_rows_than(&self, rows: usize) -> Result<bool> {
-        if self.path == "-" || rows == 0 {
-            return Ok(false);
-        }
-        let (_, batches) = tablepin::files::open_table_file(&self.path, &self.opts)?;
-        let mut seen = 0usize;
-        for b in batches {
-            seen += b?.num_rows();
-            if seen > rows {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+/// Whether `input` holds more than `rows` rows (reading at most those);
+/// never for standard input, which is read whole.
+fn more_rows_than(input: &tablepin::files::TableFile, rows: usize) -> Result<bool> {
+    if input.path == "-" || rows == 0 {
+        return Ok(false);
     }
-}
-
-impl tablepin::CommitInput for FileInput {
-    fn open(&self) -> tablepin::Result<(arrow::datatypes::SchemaRef, tablepin::files::BatchIter)> {
-        tablepin::files::open_table_file(&self.path, &self.opts)
+    let (_, batches) = tablepin::files::open_table_file(&input.path, &input.opts)?;
+    let mut seen = 0usize;
+    for b in batches {
+        seen += b?.num_rows();
+        if seen > rows {
+            return Ok(true);
+        }
     }
+    Ok(false)
 }
 
 /// Prints what a commit did.

@@ -496,7 +496,7 @@ fn a_file_committed_a_window_at_a_time_equals_it_committed_whole() {
             .run(&[
                 "generate",
                 "--rows",
-                "5000",
+                "150000",
                 "--returns",
                 returns,
                 "-o",
@@ -518,8 +518,19 @@ fn a_file_committed_a_window_at_a_time_equals_it_committed_whole() {
         r.ok();
         serde_json::from_str(&r.stdout).unwrap()
     };
-    for f in [&base, &later] {
-        let (a, b) = (commit(&small, f, "1200"), commit(&whole, f, "0"));
+    // A file is read 65,536 rows at a time, so 150,000 rows make windows.
+    let files = |p: &Project| -> usize {
+        let show: serde_json::Value =
+            serde_json::from_str(&p.run(&["--json", "show", "main"]).stdout).unwrap();
+        show["tables"][0]["files"].as_array().unwrap().len()
+    };
+    for (i, f) in [&base, &later].into_iter().enumerate() {
+        let (a, b) = (commit(&small, f, "40000"), commit(&whole, f, "0"));
+        if i == 0 {
+            // Each window wrote its own file; one commit, one file.
+            assert!(files(&small) > 1, "the file was not cut into windows");
+            assert_eq!(files(&whole), 1);
+        }
         for field in ["rows", "content_hash"] {
             assert_eq!(a[field], b[field], "{field} of {}", f.display());
         }
@@ -534,9 +545,9 @@ fn a_file_committed_a_window_at_a_time_equals_it_committed_whole() {
     }
     // The rows; the last line names the version, which differs by its time.
     let cat = |p: &Project| {
-        let out = p.run(&["cat", "main", "sales", "--limit", "6000"]).stdout;
+        let out = p.run(&["cat", "main", "sales", "--limit", "200000"]).stdout;
         let rows: Vec<String> = out.lines().map(String::from).collect();
-        assert!(rows.len() > 5000, "{out}");
+        assert!(rows.len() > 150_000, "{} lines", rows.len());
         rows[..rows.len() - 1].to_vec()
     };
     assert!(cat(&small) == cat(&whole), "the tables differ");

@@ -324,14 +324,18 @@ impl PyRepo {
         Ok((stream(read.schema, read.batches), json(&meta)?))
     }
 
-    /// Commits rows given as an Arrow C stream; what the commit did (JSON).
-    #[pyo3(signature = (table, data, mode_name, key, message, branch, allow_schema_change, cast, create_branch))]
+    /// Commits rows given as an Arrow C stream, or the Parquet, Arrow IPC or
+    /// CSV file at `path`, read a window of `window_rows` rows at a time
+    /// where it streams (`Repo::commit_streamed`); what the commit did
+    /// (JSON).
+    #[pyo3(signature = (table, data, path, mode_name, key, message, branch, allow_schema_change, cast, create_branch, window_rows))]
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
         py: Python<'_>,
         table: String,
-        data: PyArrowType<ArrowArrayStreamReader>,
+        data: Option<PyArrowType<ArrowArrayStreamReader>>,
+        path: Option<String>,
         mode_name: &str,
         key: Option<Vec<String>>,
         message: String,
@@ -339,8 +343,8 @@ impl PyRepo {
         allow_schema_change: bool,
         cast: bool,
         create_branch: bool,
+        window_rows: Option<usize>,
     ) -> PyResult<String> {
-        let (schema, batches) = collect(data.0)?;
         let opts = CommitOptions {
             mode: mode(mode_name)?,
             key,
@@ -349,12 +353,34 @@ impl PyRepo {
             message,
             branch: branch.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
             create_branch,
+            window_rows: window_rows.unwrap_or(tablepin::DEFAULT_WINDOW_ROWS),
             ..Default::default()
         };
         let repo = self.repo.clone();
-        json(&run(py, async move {
-            repo.commit(&table, schema, batches, &opts).await
-        })?)
+        let done = match (data, path) {
+            (Some(data), None) => {
+                let (schema, batches) = collect(data.0)?;
+                run(py, async move {
+                    repo.commit(&table, schema, batches, &opts).await
+                })?
+            }
+            (None, Some(path)) => {
+                let input = tablepin::files::TableFile {
+                    path,
+                    opts: Default::default(),
+                };
+                run(py, async move {
+                    repo.commit_streamed(&table, &input, &opts).await
+                })?
+            }
+            _ => {
+                return Err(internal(
+                    "commit",
+                    "the package passes rows or a file's path, one of the two",
+                ))
+            }
+        };
+        json(&done)
     }
 
     /// What differs between two revisions: per table, its facts (JSON) and

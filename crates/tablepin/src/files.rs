@@ -69,6 +69,18 @@ pub struct ReadOptions {
     pub delimiter: Option<u8>,
 }
 
+/// A table file as a commit's input, read a batch at a time: Parquet,
+/// Arrow IPC or CSV by its name ([`open_table_file`]). It is a
+/// [`crate::CommitInput`], so [`crate::Repo::commit_streamed`] commits a
+/// file larger than memory a window at a time.
+#[derive(Debug, Clone)]
+pub struct TableFile {
+    /// The file's path.
+    pub path: String,
+    /// How to read it.
+    pub opts: ReadOptions,
+}
+
 /// Reads a whole table file into record batches with canonical types (see
 /// [`normalize`]). `-` reads an Arrow IPC stream from stdin.
 pub fn read_table_file(path: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {

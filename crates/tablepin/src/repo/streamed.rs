@@ -42,6 +42,12 @@ pub trait CommitInput: Sync {
     fn open(&self) -> Result<(SchemaRef, BatchIter)>;
 }
 
+impl CommitInput for crate::files::TableFile {
+    fn open(&self) -> Result<(SchemaRef, BatchIter)> {
+        crate::files::open_table_file(&self.path, &self.opts)
+    }
+}
+
 /// How one streamed attempt ended.
 enum Streamed {
     Landed(Box<CommitResult>),
