@@ -157,20 +157,13 @@ pub fn open_table_file(path: &str, opts: &ReadOptions) -> Result<(SchemaRef, Bat
     let open = || File::open(p).map_err(|e| err(e.to_string()));
     let (schema, raw): (SchemaRef, RawBatches) = match FileFormat::from_path(path)? {
         FileFormat::Parquet => {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?)
-                .map_err(|e| err(format!("not a valid Parquet file: {e}")))?;
-            let schema = builder.schema().clone();
-            let reader = builder
-                .with_batch_size(64 * 1024)
-                .build()
-                .map_err(|e| err(format!("not a valid Parquet file: {e}")))?;
+            let (schema, reader) = parquet_reader(open()?).map_err(&err)?;
             let it = reader.map(|b| b.map_err(|e| format!("not a valid Parquet file: {e}")));
             (schema, Box::new(it))
         }
         FileFormat::Ipc => ipc_stream(BufReader::new(open()?)).map_err(&err)?,
         FileFormat::Csv => {
-            let lower = path.to_ascii_lowercase();
-            let gz = lower.ends_with(".gz");
+            let (gz, format) = csv_format(path, opts);
             let text = |f: File| -> Box<dyn Read + Send> {
                 if gz {
                     Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
@@ -180,14 +173,6 @@ pub fn open_table_file(path: &str, opts: &ReadOptions) -> Result<(SchemaRef, Bat
                     Box::new(BufReader::new(f))
                 }
             };
-            let tsv = lower
-                .strip_suffix(".gz")
-                .unwrap_or(&lower)
-                .ends_with(".tsv");
-            let delimiter = opts.delimiter.unwrap_or(if tsv { b'\t' } else { b',' });
-            let format = arrow::csv::reader::Format::default()
-                .with_header(true)
-                .with_delimiter(delimiter);
             let (schema, _) = format
                 .infer_schema(text(open()?), Some(10_000))
                 .map_err(|e| err(csv_message(&e.to_string())))?;
@@ -260,8 +245,9 @@ pub fn read_table_file_with(
             FileFormat::Parquet => read_parquet(file).map_err(&err)?,
             FileFormat::Ipc => read_ipc(BufReader::new(file)).map_err(&err)?,
             FileFormat::Csv => {
+                let (gz, format) = csv_format(path, opts);
                 let mut raw = Vec::new();
-                if path.to_ascii_lowercase().ends_with(".gz") {
+                if gz {
                     flate2::read::MultiGzDecoder::new(BufReader::new(file))
                         .read_to_end(&mut raw)
                         .map_err(|e| err(format!("not a valid gzip file: {e}")))?;
@@ -270,13 +256,7 @@ pub fn read_table_file_with(
                         .read_to_end(&mut raw)
                         .map_err(|e| err(e.to_string()))?;
                 }
-                let lower = path.to_ascii_lowercase();
-                let tsv = lower
-                    .strip_suffix(".gz")
-                    .unwrap_or(&lower)
-                    .ends_with(".tsv");
-                let delimiter = opts.delimiter.unwrap_or(if tsv { b'\t' } else { b',' });
-                read_csv(raw, delimiter).map_err(&err)?
+                read_csv(raw, format).map_err(&err)?
             }
         }
     };
@@ -284,7 +264,30 @@ pub fn read_table_file_with(
     normalize(&schema, batches).map_err(|e| err(e.to_string()))
 }
 
-fn read_parquet(file: File) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
+/// Whether a CSV file is gzipped (by its name), and how to read it: a
+/// header line, and the delimiter asked for or given by its name (tab for
+/// `.tsv` and `.tsv.gz`, comma otherwise).
+fn csv_format(path: &str, opts: &ReadOptions) -> (bool, arrow::csv::reader::Format) {
+    let lower = path.to_ascii_lowercase();
+    let plain = lower.strip_suffix(".gz");
+    let tsv = plain.unwrap_or(&lower).ends_with(".tsv");
+    let delimiter = opts.delimiter.unwrap_or(if tsv { b'\t' } else { b',' });
+    let format = arrow::csv::reader::Format::default()
+        .with_header(true)
+        .with_delimiter(delimiter);
+    (plain.is_some(), format)
+}
+
+/// A Parquet file's schema and a reader of its batches.
+fn parquet_reader(
+    file: File,
+) -> std::result::Result<
+    (
+        SchemaRef,
+        parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    ),
+    String,
+> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| format!("not a valid Parquet file: {e}"))?;
     let schema = builder.schema().clone();
@@ -292,6 +295,11 @@ fn read_parquet(file: File) -> std::result::Result<(SchemaRef, Vec<RecordBatch>)
         .with_batch_size(64 * 1024)
         .build()
         .map_err(|e| format!("not a valid Parquet file: {e}"))?;
+    Ok((schema, reader))
+}
+
+fn read_parquet(file: File) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
+    let (schema, reader) = parquet_reader(file)?;
     let batches = reader
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| format!("not a valid Parquet file: {e}"))?;
@@ -307,12 +315,8 @@ fn read_ipc<R: Read + Seek + Send + 'static>(
 
 fn read_csv(
     raw: Vec<u8>,
-    delimiter: u8,
+    format: arrow::csv::reader::Format,
 ) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
-    use arrow::csv::reader::Format;
-    let format = Format::default()
-        .with_header(true)
-        .with_delimiter(delimiter);
     let (schema, _) = format
         .infer_schema(Cursor::new(&raw), Some(10_000))
         .map_err(|e| csv_message(&e.to_string()))?;
