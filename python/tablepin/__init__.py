@@ -83,11 +83,21 @@ def _arrow_stream(data: Any) -> Any:
     )
 
 
-def content_hash(data: Any) -> str:
+def content_hash(data: Any, schema: _pa.Schema | None = None) -> str:
     """The content hash (rowhash-v1) of any rows, equal to what `show`
     reports for a version holding the same rows: a training job can prove
-    what it read without a repository at hand."""
-    return _tablepin.content_hash(_arrow_stream(data))
+    what it read without a repository at hand.
+
+    Readers change types on the way: `to_pandas()` turns nullable integers
+    into floats, polars has no timestamp in seconds, pandas infers a
+    decimal's precision from its values. Give the table's `schema`
+    (`Scan.schema`, `Repo.schema(table, rev)`) and the rows are read as
+    that table holds them first, as a commit reads its input (a value that
+    would change is refused, named with its column and row), so any frame
+    holding the version's values gives the version's hash."""
+    if schema is None:
+        return _tablepin.content_hash(_arrow_stream(data))
+    return _tablepin.content_hash(_arrow_stream(data), schema)
 
 
 def _ms(d: _dt.timedelta | float | int | None) -> int | None:
@@ -259,10 +269,18 @@ class Repo:
         matches (`"Country = 'France' AND Quantity < 0"`), evaluated by the
         engine; `limit` keeps the first rows (key order for a keyed table).
         """
+        if limit is not None and limit < 0:
+            raise BadInput(f"limit is a number of rows, 0 or more, not {limit}")
         reader, meta = self._repo.scan(
             table, rev, list(columns) if columns is not None else None, filter, limit
         )
         return Scan(reader, _json.loads(meta))
+
+    def schema(self, table: str, rev: str = "main") -> _pa.Schema:
+        """The schema of `table` at `rev` (reads no rows): give it to
+        `content_hash` to hash rows read back through pandas or polars as
+        the version holds them."""
+        return self.scan(table, rev, limit=0).schema
 
     def read(
         self,
@@ -287,7 +305,7 @@ class Repo:
         branch: str | None = None,
         *,
         allow_schema_change: bool = False,
-        cast: bool = False,
+        cast: bool | None = None,
         create_branch: bool = False,
         window_rows: int | None = None,
     ) -> Version:
@@ -304,7 +322,18 @@ class Repo:
         does, so memory holds a window rather than the table: a keyed table
         streams when the file's rows are in key order, an unkeyed one when
         appended; other files are committed whole, with the same result.
+
+        `cast` reads input columns as the table's types where they differ,
+        when no value changes (a value that would change is refused, named
+        with its column and row). It is on by default for a pandas or
+        polars DataFrame, whose conversions change types (nullable integers
+        read back by `to_pandas()` are floats, a decimal's precision is
+        inferred from its values, polars has no timestamp in seconds), so a
+        frame read from a version commits back as it is; off for Arrow
+        data and files, whose types are the caller's.
         """
+        if cast is None:
+            cast = type(data).__module__.split(".")[0] in ("pandas", "polars")
         if isinstance(key, str):
             key = [key]
         keys = list(key) if key is not None else None
@@ -349,15 +378,27 @@ class Repo:
         return Restored._from(_json.loads(self._repo.restore(rev, table, message, branch)))
 
     def export_delta(
-        self, rev: str, table: str, path: str | _os.PathLike[str], history: bool = False
+        self,
+        rev: str,
+        table: str,
+        path: str | _os.PathLike[str],
+        history: bool = False,
+        deletion_vectors: bool = True,
     ) -> DeltaView:
         """Writes a Delta Lake table of `table` at `rev` into the new folder
         `path` (or under a bucket URL, `s3://…`, where nothing is yet), for
         polars (`pl.read_delta`), delta-rs and Spark: its data files are the
         repository's own (hard-linked; copied into a bucket), its deletion
         vectors Delta's. With `history`, one Delta version per version along
-        `rev`'s first parents, oldest first (`version=n` reads the n-th)."""
-        return DeltaView._from(_json.loads(self._repo.export_delta(rev, table, _os.fspath(path), history)))
+        `rev`'s first parents, oldest first (`version=n` reads the n-th).
+
+        `deletion_vectors=False` writes a view for readers without deletion
+        vectors (deltalake's `to_pyarrow_table()` and `to_pandas()`): each
+        file a deletion vector touches is written again without the rows it
+        hides, the rest linked as always."""
+        return DeltaView._from(
+            _json.loads(self._repo.export_delta(rev, table, _os.fspath(path), history, deletion_vectors))
+        )
 
     # History and refs
 

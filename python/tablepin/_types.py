@@ -315,7 +315,8 @@ class TableDiff:
 class DeltaView:
     """What `Repo.export_delta` wrote: the folder, its Delta versions (each
     `(delta_version, version, rows, content_hash)`), and how many data files
-    it names, hard-linked to the repository's blobs or copied."""
+    it names, hard-linked to the repository's blobs, copied, or (without
+    deletion vectors) written again without their hidden rows."""
 
     dir: str
     versions: tuple[tuple[int, str, int, str], ...]
@@ -323,11 +324,16 @@ class DeltaView:
     linked: int
     copied: int
     bytes_copied: int
+    rewritten: int
+    bytes_rewritten: int
 
     @classmethod
     def _from(cls, d: dict[str, Any]) -> DeltaView:
         versions = tuple((v["delta_version"], v["version"], v["rows"], v["content_hash"]) for v in d["delta_versions"])
-        return cls(d["dir"], versions, d["files"], d["linked"], d["copied"], d["bytes_copied"])
+        return cls(
+            d["dir"], versions, d["files"], d["linked"], d["copied"], d["bytes_copied"],
+            d["rewritten"], d["bytes_rewritten"],
+        )
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,9 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         if p.resumes {
             outln!("  (finishes an erasure with this predicate that was interrupted)");
         }
+        if !p.not_applied.is_empty() {
+            outln!("{}", not_applied(&p.not_applied));
+        }
         Ok(())
     };
     let nothing = |plan: &tablepin::ErasePlan| -> Result<ExitCode> {
@@ -136,6 +139,9 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
             output::json(&json!({ "plan": plan, "applied": false }))?;
         } else {
             outln!("No stored row of '{}' matches; nothing to erase.", a.table);
+            if !plan.not_applied.is_empty() {
+                outln!("{}", not_applied(&plan.not_applied));
+            }
         }
         Ok(ExitCode::SUCCESS)
     };
@@ -161,6 +167,16 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         print_plan(&plan)?;
     }
     erased(&report, json_out)
+}
+
+/// The note on versions an erasure's predicate could not apply to.
+fn not_applied(versions: &[tablepin::VersionId]) -> String {
+    let ids: Vec<String> = versions.iter().map(|v| v.short(12)).collect();
+    format!(
+        "  note: {} versions hold files without a column the condition names, so none of their rows can match there: {}",
+        ids.len(),
+        ids.join(", ")
+    )
 }
 
 /// An erasure plan saved from `erase --dry-run --json`, for `table`.

@@ -12,8 +12,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// parent, as git does), or the path given by --repo or TABLEPIN_REPO.
 /// Revisions (REV) are a tag, a branch, a version id or a unique prefix of
 /// one, HEAD (main's head), REV~N (N versions back), or @TIME / BRANCH@TIME
-/// (a date such as 2010-11-30, or RFC 3339: the version the branch named at
-/// that time).
+/// (a date such as 2010-11-30, the start of that day in UTC, or RFC 3339:
+/// the version the branch named at that time).
 ///
 /// Exit codes: 0 ok, 1 storage failure, 2 bad input, 3 not found,
 /// 4 conflict (or busy: run again), 5 damaged data, 6 internal error.
@@ -101,6 +101,9 @@ pub enum Command {
     /// Delete old versions by a retention policy (tags are kept by default).
     Gc(GcArgs),
     /// Erase rows from the live table and from every kept version.
+    #[command(
+        override_usage = "tablepin erase <TABLE> --where <PREDICATE> --reason <REASON> [--dry-run | --plan <FILE>]"
+    )]
     Erase(EraseArgs),
     /// Show the audit record of every erasure.
     Audit,
@@ -136,8 +139,9 @@ pub enum ModeArg {
 pub struct CommitArgs {
     /// The table's name.
     pub table: String,
-    /// Parquet, CSV (.csv or .csv.gz) or Arrow IPC (.arrow, .feather) file;
-    /// `-` reads an Arrow IPC stream from stdin.
+    /// Parquet, CSV (.csv, .tsv, gzipped or not) or Arrow IPC (.arrow,
+    /// .feather) file; `-` reads standard input: CSV (gzipped or not),
+    /// Parquet or Arrow IPC, told by its first bytes.
     pub file: String,
     /// How FILE relates to the table.
     #[arg(long, value_enum, default_value = "overwrite")]
@@ -285,20 +289,28 @@ pub struct ExportArgs {
     pub rev: String,
     /// The table.
     pub table: String,
-    /// The file to write: .parquet, .csv, .arrow or .feather; with
-    /// --format delta, a new folder.
+    /// The file to write: .parquet, .csv, .csv.gz, .tsv, .tsv.gz, .arrow
+    /// or .feather; `-` for standard output (CSV unless --format says);
+    /// with --format delta, a new folder.
     #[arg(short, long)]
     pub output: String,
     /// `delta`: write a Delta Lake table (a view whose data files are the
     /// repository's own, hard-linked when the repository is a local folder
     /// on the same file system, else copied; deletion vectors inline), for
-    /// delta-rs, polars, Spark and other Delta readers.
+    /// delta-rs, polars, Spark and other Delta readers. With `-o -`: csv,
+    /// tsv, csv.gz, tsv.gz, parquet or arrow.
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<String>,
     /// With --format delta: one Delta version per version along REV's first
     /// parents, oldest first, so that Delta's VERSION AS OF reaches them.
     #[arg(long)]
     pub history: bool,
+    /// With --format delta: no deletion vectors, for readers without them
+    /// (deltalake's to_pyarrow_table and to_pandas, older Spark): each file
+    /// a deletion vector touches is written again without its hidden rows,
+    /// the rest linked as always.
+    #[arg(long)]
+    pub no_deletion_vectors: bool,
 }
 
 #[derive(Debug, Args)]
@@ -398,7 +410,7 @@ pub struct EraseArgs {
     /// "Customer_ID = 17388" or "email IN ('a@x', 'b@y')".
     #[arg(long = "where", value_name = "PREDICATE")]
     pub predicate: String,
-    /// Why (kept in the audit record).
+    /// Why (kept in the audit record). Required, except with --plan.
     #[arg(long)]
     pub reason: Option<String>,
     /// Print the plan and change nothing.

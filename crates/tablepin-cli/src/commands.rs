@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use arrow::util::pretty::pretty_format_batches;
 use serde_json::json;
+use std::io::Write as _;
 use tablepin::format::FileEntry;
 use tablepin::{CommitOptions, Mode, RefKind, Repo, WriteSettings};
 
@@ -551,21 +551,6 @@ async fn resolve_read(
     Ok((id, replaced))
 }
 
-/// Reads what `opts` asks of a table at a revision, with the note of
-/// [`resolve_read`].
-async fn scan_rev(
-    repo: &Repo,
-    rev: &str,
-    table: &str,
-    opts: &tablepin::ScanOptions,
-) -> Result<tablepin::TableRead> {
-    let (read, replaced) = repo.scan(rev, table, opts).await?;
-    if let Some(r) = &replaced {
-        eprintln!("note: {}", replaced_text(r));
-    }
-    Ok(read)
-}
-
 fn replaced_text(r: &tablepin::Replaced) -> String {
     let by = r
         .erasures
@@ -608,7 +593,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
             })
             .collect();
         output::json(&json!({
-            "version": id, "parents": v.parents, "time": time(v.time_ms), "author": v.author,
+            "version": id, "parents": v.parents, "time_ms": v.time_ms, "author": v.author,
             "message": v.message, "changes": v.changes, "replaces": v.replaces, "tables": t,
             "replaced": replaced,
         }))?;
@@ -701,12 +686,15 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
             output::json(&all)?;
         } else {
             for r in all {
+                let way = match &r.note {
+                    Some(n) => n.clone(),
+                    None => format!("restore: tablepin {what} --restore {}", r.name),
+                };
                 outln!(
-                    "{:<24} was {} deleted {} (restore: tablepin {what} --restore {})",
+                    "{:<24} was {} deleted {} ({way})",
                     r.name,
                     r.target.short(12),
                     time(r.time_ms),
-                    r.name
                 );
             }
         }
@@ -772,26 +760,45 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
 /// Refuses, before any work, an output file whose name says no format
 /// tablepin writes; `what` says what was to be written ("export to").
 pub fn check_output(what: &str, path: &str) -> Result<()> {
-    tablepin::files::FileFormat::from_path(path).map_err(|_| {
-        usage(format!(
-            "cannot {what} '{path}': name the file .parquet, .csv, .arrow or .feather"
-        ))
-    })?;
-    Ok(())
+    if tablepin::files::can_write(path) {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "cannot {what} '{path}': name the file .parquet, .csv, .csv.gz, .tsv, .arrow or .feather"
+    )))
+}
+
+/// How `export` writes: a file named for its format, or standard output
+/// in the format `--format` names (CSV by default).
+fn export_target(a: &ExportArgs) -> Result<Option<tablepin::files::OutputFormat>> {
+    use tablepin::files::OutputFormat;
+    let formats = "csv, tsv, csv.gz, tsv.gz, parquet, arrow or delta";
+    match (a.output.as_str(), a.format.as_deref()) {
+        (_, None) if a.history => Err(usage("--history goes with --format delta")),
+        ("-", None) => Ok(OutputFormat::of_name("csv")),
+        ("-", Some(f)) => match OutputFormat::of_name(f) {
+            Some(o) => Ok(Some(o)),
+            None if f == "delta" => Err(usage("a Delta view is a folder: name one with -o")),
+            None => Err(usage(format!("--format takes {formats}, not '{f}'"))),
+        },
+        (path, None) => {
+            check_output("export to", path)?;
+            Ok(None)
+        }
+        (_, Some(other)) => Err(usage(format!(
+            "--format {other} goes with -o - (standard output); a file's name tells its format ({formats})"
+        ))),
+    }
 }
 
 async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> {
-    match a.format.as_deref() {
-        None if a.history => return Err(usage("--history goes with --format delta")),
-        None => {}
-        Some("delta") => return export_delta(repo, a, json_out).await,
-        Some(other) => {
-            return Err(usage(format!(
-                "--format takes delta, not '{other}' (Parquet, CSV and Arrow files are told by their name)"
-            )))
-        }
+    if a.format.as_deref() == Some("delta") && a.output != "-" {
+        return export_delta(repo, a, json_out).await;
     }
-    check_output("export to", &a.output)?;
+    if a.no_deletion_vectors {
+        return Err(usage("--no-deletion-vectors goes with --format delta"));
+    }
+    let to_stdout = export_target(&a)?;
     // Streamed: the rows go to the file as they are read, never all held.
     let (mut read, replaced) = repo
         .scan_stream(&a.rev, &a.table, &Default::default())
@@ -799,11 +806,21 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
     if let Some(r) = &replaced {
         eprintln!("note: {}", replaced_text(r));
     }
-    let mut file = tablepin::files::TableFileWriter::create(&a.output, &read.schema)?;
+    let mut file = match to_stdout {
+        Some(format) => tablepin::files::TableFileWriter::stdout(&read.schema, format)?,
+        None => tablepin::files::TableFileWriter::create(&a.output, &read.schema)?,
+    };
     while let Some(batch) = read.next_batch().await {
         file.write(&batch?)?;
+        if file.closed() {
+            // The reader went away (`| head`): nothing more to write.
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     file.finish()?;
+    if to_stdout.is_some() {
+        return Ok(ExitCode::SUCCESS);
+    }
     let rows = read.stats().rows;
     if json_out {
         output::json(&json!({
@@ -824,15 +841,19 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
 }
 
 async fn export_delta(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> {
+    let opts = tablepin::delta::DeltaOptions {
+        history: a.history,
+        deletion_vectors: !a.no_deletion_vectors,
+    };
     let out = repo
-        .export_delta(&a.rev, &a.table, &a.output, a.history)
+        .export_delta_with(&a.rev, &a.table, &a.output, &opts)
         .await?;
     if json_out {
         output::json(&out)?;
     } else {
         let last = out.delta_versions.last();
         outln!(
-            "Wrote a Delta table of '{}' to {}: {} Delta version(s), the last {} rows of {} (content hash {}); {} data files, {} linked, {} copied ({})",
+            "Wrote a Delta table of '{}' to {}: {} Delta version(s), the last {} rows of {} (content hash {}); {} data files, {} linked, {} copied ({}), {} written again without hidden rows ({})",
             a.table,
             out.dir,
             out.delta_versions.len(),
@@ -842,7 +863,9 @@ async fn export_delta(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<Exit
             out.files,
             out.linked,
             out.copied,
-            size(out.bytes_copied)
+            size(out.bytes_copied),
+            out.rewritten,
+            size(out.bytes_rewritten)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -866,30 +889,145 @@ pub fn rows_json(batches: &[arrow::array::RecordBatch]) -> Result<serde_json::Va
 }
 
 async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
-    // Only the first rows are read: the files that can hold them, each up
-    // to the limit.
+    // Streamed: only the first rows are read (the files that can hold
+    // them, each up to the limit), and printed as they come.
     let opts = tablepin::ScanOptions {
         limit: Some(a.limit),
         ..Default::default()
     };
-    let read = scan_rev(repo, &a.rev, &a.table, &opts).await?;
-    let shown = read.batches;
-    if json_out {
-        let rows = rows_json(&shown)?;
-        output::json(
-            &json!({ "version": read.version, "table": a.table, "rows": rows, "total_rows": read.snapshot.rows }),
-        )?;
-    } else {
-        outln!("{}", pretty_format_batches(&shown)?);
-        outln!(
-            "{} of {} rows of '{}' at {}",
-            read.stats.rows,
-            read.snapshot.rows,
-            a.table,
-            read.version.short(12)
-        );
+    let (mut read, replaced) = repo.scan_stream(&a.rev, &a.table, &opts).await?;
+    if let Some(r) = &replaced {
+        eprintln!("note: {}", replaced_text(r));
     }
+    if json_out {
+        let head =
+            json!({ "version": read.version, "table": a.table, "total_rows": read.snapshot.rows });
+        let head = output::json_text(&head)?;
+        let fields = head.trim_end().trim_end_matches('}').trim_end();
+        let mut w = std::io::stdout().lock();
+        write!(w, "{fields},\n  \"rows\": ")?;
+        let mut rows = JsonRows::new(&mut w)?;
+        while let Some(b) = read.next_batch().await {
+            rows.write(&mut w, &b?)?;
+        }
+        rows.finish(&mut w)?;
+        writeln!(w, "\n}}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Chunks::new(read.schema.clone());
+    while let Some(b) = read.next_batch().await {
+        table.push(b?)?;
+    }
+    table.finish()?;
+    outln!(
+        "{} of {} rows of '{}' at {}",
+        read.stats().rows,
+        read.snapshot.rows,
+        a.table,
+        read.version.short(12)
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Rows printed as tables of a chunk each: the first rows show before the
+/// last are read (`| head`), and memory holds a chunk, not the answer; a
+/// long answer repeats the header every chunk.
+pub struct Chunks {
+    schema: arrow::datatypes::SchemaRef,
+    held: Vec<arrow::array::RecordBatch>,
+    rows: usize,
+    printed: bool,
+}
+
+impl Chunks {
+    /// Rows printed at once.
+    const ROWS: usize = 1000;
+
+    pub fn new(schema: arrow::datatypes::SchemaRef) -> Self {
+        Self {
+            schema,
+            held: Vec::new(),
+            rows: 0,
+            printed: false,
+        }
+    }
+
+    pub fn push(&mut self, b: arrow::array::RecordBatch) -> Result<()> {
+        let mut at = 0;
+        while at < b.num_rows() {
+            let take = (Self::ROWS - self.rows).min(b.num_rows() - at);
+            self.held.push(b.slice(at, take));
+            self.rows += take;
+            at += take;
+            if self.rows >= Self::ROWS {
+                self.print()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Prints what is held; a header alone when no row came at all.
+    pub fn finish(mut self) -> Result<()> {
+        if self.rows > 0 || !self.printed {
+            self.print()?;
+        }
+        Ok(())
+    }
+
+    fn print(&mut self) -> Result<()> {
+        outln!(
+            "{}",
+            arrow::util::pretty::pretty_format_batches_with_schema(
+                self.schema.clone(),
+                &self.held
+            )?
+        );
+        self.held.clear();
+        self.rows = 0;
+        self.printed = true;
+        Ok(())
+    }
+}
+
+/// A JSON array of rows (objects in column order, as `rows_json` gives
+/// them) written as batches come.
+pub struct JsonRows {
+    count: usize,
+}
+
+impl JsonRows {
+    pub fn new(w: &mut impl std::io::Write) -> Result<Self> {
+        w.write_all(b"[")?;
+        Ok(Self { count: 0 })
+    }
+
+    pub fn write(
+        &mut self,
+        w: &mut impl std::io::Write,
+        b: &arrow::array::RecordBatch,
+    ) -> Result<()> {
+        if b.num_rows() == 0 {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        let mut aw = arrow::json::ArrayWriter::new(&mut buf);
+        aw.write(b)?;
+        aw.finish()?;
+        let text = String::from_utf8(buf)?;
+        let inner = text.trim().trim_start_matches('[').trim_end_matches(']');
+        if self.count > 0 {
+            w.write_all(b",")?;
+        }
+        w.write_all(inner.as_bytes())?;
+        self.count += b.num_rows();
+        Ok(())
+    }
+
+    /// Closes the array; the number of rows written.
+    pub fn finish(self, w: &mut impl std::io::Write) -> Result<usize> {
+        w.write_all(b"]")?;
+        Ok(self.count)
+    }
 }
 
 async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> {
@@ -913,10 +1051,10 @@ async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> 
         output::json(&json!({ "ok": ok, "report": report, "erased": erased }))?;
     } else {
         outln!(
-            "Checked {} blobs ({}) at {:.0} MB/s, {} refs, {} versions ({} expired), {} snapshots, {} rows hashed in {:.2} s",
+            "Checked {} blobs ({}) at {}, {} refs, {} versions ({} expired), {} snapshots, {} rows hashed in {:.2} s",
             report.blobs,
             size(report.bytes),
-            report.mb_per_s,
+            rate(report.mb_per_s),
             report.refs,
             report.versions,
             report.expired,
@@ -988,4 +1126,14 @@ fn generate(a: GenerateArgs, json_out: bool) -> Result<ExitCode> {
         eprintln!("Wrote {} generated rows to {}", a.rows, a.output);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A rate in MB/s, with a decimal where it is small (a small repository,
+/// or one in a bucket, reads slower than a whole MB a second).
+pub fn rate(mb_per_s: f64) -> String {
+    if mb_per_s < 10.0 {
+        format!("{mb_per_s:.2} MB/s")
+    } else {
+        format!("{mb_per_s:.0} MB/s")
+    }
 }

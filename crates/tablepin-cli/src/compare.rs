@@ -1,5 +1,6 @@
 //! Comparing, querying and restoring versions: `diff`, `sql`, `restore`.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -9,7 +10,7 @@ use serde_json::json;
 use tablepin::{Repo, RestoreOptions, TableDiff};
 
 use crate::cli::{DiffArgs, RestoreArgs, SqlArgs};
-use crate::commands::{check_output, rows_json, usage};
+use crate::commands::{check_output, rows_json, usage, Chunks, JsonRows};
 use crate::output;
 
 pub async fn diff(repo: &Repo, a: DiffArgs, json_out: bool) -> Result<ExitCode> {
@@ -227,34 +228,46 @@ pub async fn sql(repo: &Repo, a: SqlArgs, json_out: bool) -> Result<ExitCode> {
     if let Some(out) = &a.output {
         check_output("write the result to", out)?;
     }
-    let r = repo.sql(&a.query).await?;
-    let rows: usize = r.batches.iter().map(|b| b.num_rows()).sum();
+    let mut q = repo.sql_stream(&a.query).await?;
+    let mut rows = 0usize;
     if let Some(out) = &a.output {
-        tablepin::files::write_table_file(out, &r.schema, &r.batches)?;
-    }
-    if json_out {
-        let mut v = serde_json::to_value(&r)?;
-        v["row_count"] = json!(rows);
-        if a.output.is_none() {
-            v["rows"] = rows_json(&r.batches)?;
+        let mut file = tablepin::files::TableFileWriter::create(out, &q.schema)?;
+        while let Some(b) = q.next_batch().await {
+            let b = b?;
+            rows += b.num_rows();
+            file.write(&b)?;
         }
-        output::json(&v)?;
+        file.finish()?;
+        if json_out {
+            output::json(&json!({ "row_count": rows, "output": out, "tables": q.tables() }))?;
+        } else {
+            outln!("Wrote {rows} rows to {out}");
+        }
+    } else if json_out {
+        // One object, written as the rows come: `rows` first, in column
+        // order, then what follows them.
+        let mut w = std::io::stdout().lock();
+        write!(w, "{{\n  \"rows\": ")?;
+        let mut json_rows = JsonRows::new(&mut w)?;
+        while let Some(b) = q.next_batch().await {
+            json_rows.write(&mut w, &b?)?;
+        }
+        let rows = json_rows.finish(&mut w)?;
+        let tail = output::json_text(&json!({ "row_count": rows, "tables": q.tables() }))?;
+        let fields = tail.trim_start().trim_start_matches('{');
+        writeln!(w, ",{fields}")?;
         return Ok(ExitCode::SUCCESS);
-    }
-    match &a.output {
-        Some(out) => outln!("Wrote {rows} rows to {out}"),
-        None => {
-            outln!(
-                "{}",
-                arrow::util::pretty::pretty_format_batches_with_schema(
-                    r.schema.clone(),
-                    &r.batches
-                )?
-            );
-            outln!("{rows} rows");
+    } else {
+        let mut table = Chunks::new(q.schema.clone());
+        while let Some(b) = q.next_batch().await {
+            let b = b?;
+            rows += b.num_rows();
+            table.push(b)?;
         }
+        table.finish()?;
+        outln!("{rows} rows");
     }
-    for t in &r.tables {
+    for t in q.tables() {
         outln!(
             "  {} = version {}: read {} data files, {} columns decoded",
             t.name,

@@ -110,6 +110,9 @@ fn in_flags(e: &tablepin::Error) -> Option<String> {
         E::UnknownBranch { name, branches, hint } => format!(
             "branch '{name}' does not exist (branches: {branches}){hint}; create it with `tablepin branch {name}`, or commit with --create-branch"
         ),
+        E::DeletedBranch { name, target } => format!(
+            "branch '{name}' was deleted (its head was {target}); restore it with `tablepin branch --restore {name}`, or start it again with `tablepin branch {name} REV`"
+        ),
         E::KeyChange { table, old, new } if old.is_empty() => format!(
             "table '{table}' has no key (it was first committed without --key), so --key {new} does not apply to it; omit --key"
         ),

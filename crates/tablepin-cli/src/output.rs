@@ -19,11 +19,16 @@ macro_rules! outln {
 /// Prints a value as pretty JSON on stdout, every time as an RFC 3339
 /// string (see [`times_as_text`]).
 pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    let mut v = serde_json::to_value(value)?;
-    times_as_text(&mut v);
-    let s = serde_json::to_string_pretty(&v)?;
+    let s = json_text(value)?;
     outln!("{s}");
     Ok(())
+}
+
+/// A value as `--json` prints it (see [`json`]).
+pub fn json_text<T: Serialize>(value: &T) -> anyhow::Result<String> {
+    let mut v = serde_json::to_value(value)?;
+    times_as_text(&mut v);
+    Ok(serde_json::to_string_pretty(&v)?)
 }
 
 /// The library reports times as milliseconds since the epoch in fields

@@ -207,6 +207,24 @@ fn a_missing_remote_repository_says_so() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
 }
 
+#[test]
+fn init_into_a_bucket_that_does_not_exist_says_so() {
+    if s3_location("nobucket").is_none() {
+        return;
+    }
+    let p = Project::new();
+    let repo = "s3://tablepin-no-such-bucket/repo";
+    let o = run(&p, repo, &["init"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the bucket of s3://tablepin-no-such-bucket/repo does not exist, or these credentials cannot see it"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("probes/"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
 /// A thread that commits `rounds` rows of keys of its own (`w{w}r{r}`),
 /// one commit each, appending; it returns the keys, all acknowledged.
 fn committer(

@@ -55,6 +55,9 @@ fn a_closed_pipe_ends_every_printing_command_quietly() {
         &["verify"],
         &["show", "main"],
         &["log"],
+        &["sql", "select * from sales"],
+        &["--json", "sql", "select * from sales"],
+        &["export", "main", "sales", "-o", "-"],
     ] {
         let mut child = p
             .cmd(args)
@@ -118,17 +121,20 @@ fn deleting_the_only_or_default_branch_needs_force_and_stays_restorable() {
 fn a_deleted_tag_is_restorable_and_a_tag_cannot_take_a_branch_name() {
     let p = Project::new();
     three_versions(&p);
-    p.run(&["tag", "v1", "main~2"]).ok();
+    p.run(&["tag", "v1", "main~2", "-m", "model A"]).ok();
     let v1 = id_of(&p, "v1");
     p.run(&["tag", "--delete", "v1"]).ok();
     p.run(&["tag", "--restore", "v1"]).ok();
     assert_eq!(id_of(&p, "v1"), v1);
-    p.fails_unchanged(
-        &["tag", "main", "main~1"],
-        4,
-        "branch 'main' exists already",
-    );
-    p.fails_unchanged(&["branch", "v1"], 4, "tag 'v1' exists already");
+    // With its own message (issue 41).
+    let tags = json(&p.run(&["--json", "tag", "--list"]));
+    assert_eq!(tags[0]["message"], "model A", "{tags}");
+    // Said as a name taken, not with advice to delete the branch.
+    for args in [&["tag", "main", "main~1"][..], &["tag", "main"]] {
+        let r = p.fails_unchanged(args, 4, "'main' is the name of a branch (at ");
+        assert!(!r.stderr.contains("delete"), "{}", r.stderr);
+    }
+    p.fails_unchanged(&["branch", "v1"], 4, "'v1' is the name of a tag (at ");
 }
 
 #[test]
@@ -436,10 +442,11 @@ fn head_and_a_date_alone_are_revisions() {
         .format("%Y-%m-%d")
         .to_string();
     assert_eq!(id_of(&p, &format!("@{tomorrow}")), id_of(&p, "main"));
+    // Not found (exit 3), as an unknown revision is (issue 41).
     p.fails_unchanged(
         &["show", "@2001-01-01"],
-        2,
-        "named no version at 2001-01-01",
+        3,
+        "named no version at 2001-01-01; its first commit is later, at 20",
     );
 }
 
@@ -902,4 +909,459 @@ fn a_repository_url_says_what_is_wrong_with_it_and_file_urls_work() {
         .ok();
     let shown = json(&p.run(&["--repo", &url, "--json", "show", "main"]));
     assert_eq!(shown["tables"][0]["rows"], 3);
+}
+
+// Issue 41: what a new user found wrong in diff, time travel, exports,
+// erasure and the pandas round trip.
+
+#[test]
+fn a_commit_to_a_deleted_branch_is_refused_and_the_branch_stays_restorable() {
+    let p = Project::new();
+    three_versions(&p);
+    let head = id_of(&p, "main");
+    p.run(&["branch", "--delete", "main", "--force"]).ok();
+    let f = p.write("a.csv", "id,name,qty\n9,fig,1\n");
+    for args in [
+        &["commit", "sales", &f][..],
+        &["commit", "sales", &f, "--create-branch"],
+        &["commit", "other", &f, "--mode", "append"],
+    ] {
+        let r = p.fails_unchanged(args, 3, "branch 'main' was deleted");
+        assert!(
+            r.stderr.contains("tablepin branch --restore main") && r.stderr.contains(&head[..12]),
+            "{}",
+            r.stderr
+        );
+    }
+    p.run(&["branch", "--restore", "main"]).ok();
+    assert_eq!(id_of(&p, "main"), head);
+    p.run(&["commit", "sales", &f, "--mode", "upsert"]).ok();
+    assert_eq!(
+        json(&p.run(&["--json", "log"])).as_array().unwrap().len(),
+        4
+    );
+}
+
+/// `--json commit`'s content hash of table `t` committed from `file`.
+fn committed_hash(p: &Project, t: &str, file: &str) -> String {
+    json(&p.run(&["--json", "commit", t, file]))["content_hash"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn an_export_compresses_and_separates_as_its_extension_says() {
+    let p = Project::new();
+    let f = p.write("s.csv", SALES);
+    let hash = committed_hash(&p, "sales", &f);
+    let gz = p.file("x.csv.gz");
+    let tsv = p.file("x.tsv");
+    let tgz = p.file("x.tsv.gz");
+    for out in [&gz, &tsv, &tgz] {
+        p.run(&["export", "main", "sales", "-o", out.to_str().unwrap()])
+            .ok();
+    }
+    let bytes = std::fs::read(&gz).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "x.csv.gz is not gzipped");
+    let text = std::fs::read_to_string(&tsv).unwrap();
+    let header = text.lines().next().unwrap();
+    assert_eq!(header, "id\tname\tqty", "{text}");
+    // Each reads back as the same table.
+    for (t, out) in [("a", &gz), ("b", &tsv), ("c", &tgz)] {
+        assert_eq!(
+            committed_hash(&p, t, out.to_str().unwrap()),
+            hash,
+            "{out:?}"
+        );
+    }
+    // A compression tablepin does not write is refused before any work.
+    for bad in ["x.parquet.gz", "x.arrow.gz"] {
+        let out = p.file(bad);
+        p.fails_unchanged(
+            &["export", "main", "sales", "-o", out.to_str().unwrap()],
+            2,
+            "name the file",
+        );
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn time_travel_by_date_follows_an_erasure_to_the_replacement() {
+    let p = Project::new();
+    three_versions(&p);
+    let second = json(&p.run(&["--json", "show", "main~1"]));
+    let at = format!("main@{}", second["time"].as_str().unwrap());
+    assert_eq!(id_of(&p, &at), second["version"].as_str().unwrap());
+    p.run(&["erase", "sales", "--where", "id = 2", "--reason", "GDPR"])
+        .ok();
+    let now = id_of(&p, "main~1");
+    assert_ne!(now, second["version"].as_str().unwrap());
+    assert_eq!(id_of(&p, &at), now);
+    let cat = p.run(&["--json", "cat", &at, "sales"]);
+    let rows = json(&cat);
+    assert_eq!(rows["version"], now.as_str());
+    assert_eq!(rows["total_rows"], 2, "{rows}");
+    assert!(cat.stderr.starts_with("note: version"), "{}", cat.stderr);
+    let out = p.file("then.csv");
+    p.run(&["export", &at, "sales", "-o", out.to_str().unwrap()])
+        .ok();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text, "id,name,qty\n1,apple,4\n3,plum,7\n");
+    // One before it, by date and then by parent, the same way.
+    assert_eq!(id_of(&p, &format!("{at}~1")), id_of(&p, "main~2"));
+}
+
+#[test]
+fn a_version_gc_expired_is_said_to_be_expired_not_damaged() {
+    let p = Project::new();
+    three_versions(&p);
+    let old = id_of(&p, "main~1");
+    p.run(&["branch", "dev", "main~2"]).ok();
+    let dev = id_of(&p, "dev");
+    p.run(&["branch", "--delete", "dev"]).ok();
+    p.run(&["gc", "--keep-last", "1", "--grace", "0s"]).ok();
+    for args in [
+        &["show", "main~1"][..],
+        &["show", &old[..12]],
+        &["cat", "main~1", "sales"],
+        &["cat", &old, "sales"],
+        &["export", "main~2", "sales", "-o", "x.csv"],
+    ] {
+        let r = p.fails_unchanged(args, 3, "was expired by gc");
+        assert!(r.stderr.contains("content hash"), "{args:?}: {}", r.stderr);
+    }
+    // A branch whose version expired is listed, not offered for restoring.
+    let listed = p.run(&["branch", "--deleted"]);
+    listed.ok();
+    assert!(
+        listed.stdout.contains("cannot be restored") && !listed.stdout.contains("--restore dev"),
+        "{}",
+        listed.stdout
+    );
+    let r = p.fails_unchanged(&["branch", "--restore", "dev"], 3, "was expired by gc");
+    assert!(r.stderr.contains(&dev[..12]), "{}", r.stderr);
+    // log still walks past them.
+    let log = json(&p.run(&["--json", "log"]));
+    assert_eq!(log.as_array().unwrap().len(), 3, "{log}");
+}
+
+#[test]
+fn a_typo_in_a_branch_to_read_is_answered_with_the_closest_name() {
+    let p = Project::new();
+    three_versions(&p);
+    p.run(&["branch", "dev"]).ok();
+    p.fails_unchanged(
+        &["log", "dve"],
+        3,
+        "branch 'dve' does not exist; did you mean 'dev'?",
+    );
+    p.fails_unchanged(&["show", "dve@2030-01-01"], 3, "did you mean 'dev'?");
+    let r = p.fails_unchanged(&["log", "zzzzzzzz"], 3, "branch 'zzzzzzzz' does not exist");
+    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
+}
+
+/// Every folder under the repository, relative to it.
+fn folders(p: &Project) -> Vec<String> {
+    let root = p.file(".tablepin");
+    let mut out = Vec::new();
+    let mut todo = vec![root.clone()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap().path();
+            if e.is_dir() {
+                out.push(e.strip_prefix(&root).unwrap().display().to_string());
+                todo.push(e);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_command_leaves_an_empty_folder_or_a_lease_half_taken() {
+    let p = Project::new();
+    assert!(
+        !folders(&p).contains(&"probes".to_string()),
+        "{:?}",
+        folders(&p)
+    );
+    three_versions(&p);
+    // A refused erasure and a done one leave no empty locks/ folder.
+    p.run(&["erase", "sales", "--where", "nosuch = 1", "--reason", "x"]);
+    p.run(&["erase", "sales", "--where", "id = 3", "--reason", "GDPR"])
+        .ok();
+    p.run(&["gc", "--keep-last", "1", "--grace", "0s"]).ok();
+    for f in folders(&p) {
+        let empty = std::fs::read_dir(p.file(".tablepin").join(&f))
+            .unwrap()
+            .next()
+            .is_none();
+        assert!(!empty, "empty folder {f} left: {:?}", folders(&p));
+    }
+    // A gc killed while it wrote its lease leaves a temporary file there:
+    // verify lists it, gc removes it once it is past the grace.
+    let locks = p.file(".tablepin").join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let half = locks.join("gc-0123.json#1");
+    std::fs::write(&half, b"{\"half").unwrap();
+    let v = p.run(&["verify"]);
+    v.ok();
+    assert!(
+        v.stdout.contains("leftover: locks/gc-0123.json#1"),
+        "{}",
+        v.stdout
+    );
+    // A small repository's rate is not rounded down to nothing.
+    assert!(!v.stdout.contains(" at 0 MB/s"), "{}", v.stdout);
+    let gc = json(&p.run(&["--json", "gc", "--grace", "0s"]));
+    assert_eq!(gc["leftovers_deleted"], 1, "{gc}");
+    assert!(!half.exists() && !locks.exists());
+}
+
+#[test]
+fn a_folder_that_is_a_repository_is_found_from_inside_and_by_file_url() {
+    let p = Project::new();
+    let f = p.write("s.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+    // A project folder named by a file:// URL, as by its path.
+    let url = format!("file://{}", p.path().display());
+    let shown = json(&p.run(&["--repo", &url, "--json", "show", "main"]));
+    assert_eq!(shown["tables"][0]["rows"], 3);
+    // A folder made a repository itself, then used from inside.
+    let bare = p.file("bare");
+    let bare_s = bare.to_str().unwrap();
+    p.run(&["--repo", bare_s, "init"]).ok();
+    p.run(&["--repo", bare_s, "commit", "other", &f]).ok();
+    let out = p
+        .cmd(&["--json", "show", "main"])
+        .current_dir(&bare)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["tables"][0]["table"], "other", "{shown}");
+}
+
+#[test]
+fn a_delta_view_of_a_damaged_or_missing_data_file_is_refused_as_damage() {
+    for damage in ["flip", "delete"] {
+        let p = Project::new();
+        three_versions(&p);
+        let show = json(&p.run(&["--json", "show", "main"]));
+        let version = show["version"].as_str().unwrap().to_string();
+        let data = show["tables"][0]["files"][0]["data"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let path = blob_path(&p, &data);
+        if damage == "flip" {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let at = bytes.len() / 2;
+            bytes[at] ^= 0x40;
+            std::fs::write(&path, &bytes).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+        let view = p.file("view");
+        let r = p.fails_unchanged(
+            &[
+                "export",
+                "main",
+                "sales",
+                "--format",
+                "delta",
+                "-o",
+                view.to_str().unwrap(),
+            ],
+            5,
+            &version,
+        );
+        assert!(r.stderr.contains("table 'sales'"), "{damage}: {}", r.stderr);
+        assert!(
+            !view.join("_delta_log").exists(),
+            "{damage}: a view was written"
+        );
+    }
+}
+
+#[test]
+fn tables_pipe_in_to_commit_and_out_of_export_in_every_format() {
+    use std::io::Write;
+    let p = Project::new();
+    let f = p.write("s.csv", SALES);
+    let hash = committed_hash(&p, "sales", &f);
+    let out = p.run(&["export", "main", "sales", "-o", "-"]);
+    out.ok();
+    assert_eq!(out.stdout, SALES);
+    for fmt in ["csv", "tsv", "csv.gz", "tsv.gz", "parquet", "arrow"] {
+        let exported = p
+            .cmd(&["export", "main", "sales", "-o", "-", "--format", fmt])
+            .output()
+            .unwrap();
+        assert!(exported.status.success(), "{fmt}: {exported:?}");
+        let table = format!("t-{}", fmt.replace('.', "-"));
+        let mut child = p
+            .cmd(&["--json", "commit", &table, "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(&exported.stdout)
+            .unwrap();
+        let done = child.wait_with_output().unwrap();
+        assert!(
+            done.status.success(),
+            "{fmt}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+        assert_eq!(v["content_hash"], hash.as_str(), "{fmt}");
+    }
+    p.fails_unchanged(
+        &["export", "main", "sales", "-o", "-", "--format", "xlsx"],
+        2,
+        "--format takes csv, tsv",
+    );
+    p.fails_unchanged(
+        &[
+            "export", "main", "sales", "-o", "x.csv", "--format", "parquet",
+        ],
+        2,
+        "goes with -o -",
+    );
+}
+
+#[test]
+fn a_lost_data_file_is_damage_of_its_version_in_every_command() {
+    let p = Project::new();
+    three_versions(&p);
+    let show = json(&p.run(&["--json", "show", "main"]));
+    for f in show["tables"][0]["files"].as_array().unwrap() {
+        std::fs::remove_file(blob_path(&p, f["data"].as_str().unwrap())).unwrap();
+    }
+    for args in [
+        &["sql", "select * from sales"][..],
+        &["diff", "main~2", "main"],
+        &[
+            "erase",
+            "sales",
+            "--where",
+            "id = 1",
+            "--reason",
+            "x",
+            "--dry-run",
+        ],
+        &["erase", "sales", "--where", "id = 1", "--reason", "x"],
+        &["restore", "main~2"],
+    ] {
+        let r = p.fails_unchanged(args, 5, "table 'sales'");
+        assert!(r.stderr.contains("is missing"), "{args:?}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn an_erasure_matches_each_version_in_its_own_schema() {
+    // A column's type changed and changed back.
+    let p = Project::new();
+    let f = p.write("a.csv", "id,q\n1,3\n5,4\n");
+    p.run(&["commit", "s", &f, "--key", "id"]).ok();
+    let f = p.write("b.csv", "id,q\n1,49.5\n5,4.5\n");
+    p.run(&["commit", "s", &f, "--allow-schema-change"]).ok();
+    p.run(&["restore", "main~1"]).ok();
+    p.run(&[
+        "erase",
+        "s",
+        "--where",
+        "id = 5",
+        "--reason",
+        "GDPR",
+        "--dry-run",
+    ])
+    .ok();
+    p.run(&["erase", "s", "--where", "id = 5", "--reason", "GDPR"])
+        .ok();
+    for rev in ["main", "main~1", "main~2"] {
+        let rows = json(&p.run(&["--json", "cat", rev, "s"]));
+        assert_eq!(rows["total_rows"], 1, "{rev}: {rows}");
+    }
+    p.run(&["verify", "--erased"]).ok();
+
+    // A column old versions hold and the head dropped.
+    let p = Project::new();
+    let f = p.write("a.csv", "id,email,qty\n1,a@x,3\n2,b@x,4\n");
+    p.run(&["commit", "s", &f, "--key", "id"]).ok();
+    let old = id_of(&p, "main");
+    let f = p.write("b.csv", "id,qty\n1,3\n2,5\n");
+    p.run(&["commit", "s", &f, "--allow-schema-change"]).ok();
+    let head = id_of(&p, "main");
+    let r = p.run(&["erase", "s", "--where", "email = 'a@x'", "--reason", "GDPR"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("none of their rows can match there") && r.stdout.contains(&head[..12]),
+        "{}",
+        r.stdout
+    );
+    let rows = json(&p.run(&["--json", "cat", &old[..12], "s"]));
+    assert_eq!(rows["total_rows"], 1, "{rows}");
+    // A column no version holds is still refused, naming it.
+    p.fails_unchanged(
+        &["erase", "s", "--where", "phone = '1'", "--reason", "GDPR"],
+        2,
+        "phone",
+    );
+}
+
+#[test]
+fn erase_s_usage_line_shows_its_reason_as_required() {
+    let p = Project::new();
+    let help = p.run(&["erase", "--help"]);
+    help.ok();
+    assert!(
+        help.stdout.contains("--reason <REASON> [--dry-run"),
+        "{}",
+        help.stdout
+    );
+}
+
+#[test]
+fn cat_and_sql_print_rows_in_column_order_as_they_come() {
+    let p = Project::new();
+    let f = p.write("z.csv", "zed,alpha,mid\n1,a,x\n2,b,y\n");
+    p.run(&["commit", "t", &f]).ok();
+    for args in [
+        &["--json", "cat", "main", "t"][..],
+        &["--json", "sql", "select * from t"],
+    ] {
+        let r = p.run(args);
+        r.ok();
+        let first = r.stdout.find("\"zed\"").unwrap();
+        let second = r.stdout.find("\"alpha\"").unwrap();
+        let third = r.stdout.find("\"mid\"").unwrap();
+        assert!(first < second && second < third, "{args:?}: {}", r.stdout);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(v["rows"].as_array().unwrap().len(), 2, "{v}");
+    }
+    let cat = json(&p.run(&["--json", "cat", "main", "t"]));
+    assert_eq!(cat["total_rows"], 2);
+    let sql = json(&p.run(&["--json", "sql", "select * from t where zed > 5"]));
+    assert_eq!(sql["rows"], serde_json::json!([]));
+    assert_eq!(sql["row_count"], 0);
+    // A long answer comes in tables of a thousand rows.
+    let g = p.file("g.csv");
+    p.run(&["generate", "--rows", "2500", "-o", g.to_str().unwrap()])
+        .ok();
+    p.run(&["commit", "sales", g.to_str().unwrap()]).ok();
+    let r = p.run(&["sql", "select id from sales"]);
+    r.ok();
+    assert_eq!(r.stdout.matches("| id ").count(), 3, "{}", &r.stdout[..200]);
+    assert!(r.stdout.contains("2500 rows"));
 }

@@ -15,6 +15,14 @@ impl ObjectId {
         Self(*blake3::hash(bytes).as_bytes())
     }
 
+    /// The id of the bytes a reader gives, read a buffer at a time (a
+    /// blob's file checked without holding it).
+    pub fn of_reader(mut r: impl std::io::Read) -> std::io::Result<Self> {
+        let mut hasher = blake3::Hasher::new();
+        std::io::copy(&mut r, &mut hasher)?;
+        Ok(Self(*hasher.finalize().as_bytes()))
+    }
+
     /// Wraps raw hash bytes.
     pub const fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)

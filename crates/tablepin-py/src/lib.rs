@@ -97,6 +97,9 @@ fn in_python(e: &tablepin::Error) -> Option<String> {
         E::UnknownBranch { name, branches, hint } => format!(
             "branch '{name}' does not exist (branches: {branches}){hint}; create it with repo.branch(\"{name}\"), or commit with create_branch=True"
         ),
+        E::DeletedBranch { name, target } => format!(
+            "branch '{name}' was deleted (its head was {target}); restore it with `tablepin branch --restore {name}`, or start it again with repo.branch(\"{name}\", rev)"
+        ),
         E::KeyChange { table, old, new } if old.is_empty() => format!(
             "table '{table}' has no key (it was first committed without key=), so key=[{new}] does not apply to it; omit key="
         ),
@@ -447,7 +450,7 @@ impl PyRepo {
     /// Writes a Delta Lake view of `table` at `rev` (or, with `history`,
     /// at each version along its first parents) into the new folder
     /// `path`; what was written (JSON).
-    #[pyo3(signature = (rev, table, path, history=false))]
+    #[pyo3(signature = (rev, table, path, history=false, deletion_vectors=true))]
     fn export_delta(
         &self,
         py: Python<'_>,
@@ -455,10 +458,15 @@ impl PyRepo {
         table: String,
         path: String,
         history: bool,
+        deletion_vectors: bool,
     ) -> PyResult<String> {
         let repo = self.repo.clone();
+        let opts = tablepin::delta::DeltaOptions {
+            history,
+            deletion_vectors,
+        };
         json(&run(py, async move {
-            repo.export_delta(&rev, &table, &path, history).await
+            repo.export_delta_with(&rev, &table, &path, &opts).await
         })?)
     }
 
@@ -619,13 +627,29 @@ impl PyRepo {
     }
 }
 
-/// The content hash (rowhash-v1) of rows given as an Arrow C stream.
+/// The content hash (rowhash-v1) of rows given as an Arrow C stream; with
+/// a schema, of the rows read as a table of that schema holds them (each
+/// column cast where no value changes).
 #[pyfunction]
-fn content_hash(py: Python<'_>, data: PyArrowType<ArrowArrayStreamReader>) -> PyResult<String> {
+#[pyo3(signature = (data, schema=None))]
+fn content_hash(
+    py: Python<'_>,
+    data: PyArrowType<ArrowArrayStreamReader>,
+    schema: Option<PyArrowType<arrow::datatypes::Schema>>,
+) -> PyResult<String> {
     let (_, batches) = collect(data.0)?;
-    py.detach(|| tablepin::content_hash(&batches))
-        .map(|h| h.to_string())
-        .map_err(|e| BadInput::new_err(e.to_string()))
+    match schema {
+        Some(s) => {
+            let schema = std::sync::Arc::new(s.0);
+            py.detach(|| tablepin::content_hash_as(&schema, &batches))
+                .map(|h| h.to_string())
+                .map_err(err)
+        }
+        None => py
+            .detach(|| tablepin::content_hash(&batches))
+            .map(|h| h.to_string())
+            .map_err(|e| BadInput::new_err(e.to_string())),
+    }
 }
 
 #[pymodule]

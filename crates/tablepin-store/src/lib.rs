@@ -88,6 +88,13 @@ pub enum StoreError {
         /// The object's path.
         path: String,
     },
+    /// A bucket that does not exist, or that the credentials in use
+    /// cannot see (a store answers both with "not found").
+    #[error("the bucket of {location} does not exist, or these credentials cannot see it; create the bucket, or check its name and the credentials")]
+    NoBucket {
+        /// The repository's location.
+        location: String,
+    },
     /// The repository location cannot be opened.
     #[error("cannot open repository at {location}: {reason}")]
     Location {
@@ -215,6 +222,22 @@ fn short_read(got: usize, expected: u64) -> object_store::Error {
 
 /// A blob read under `id` whose bytes hash to `actual` is damaged unless
 /// the two agree.
+/// A failed read of a local file the store holds; a missing one is
+/// [`StoreError::NotFound`], as through the store.
+fn local_io(path: &std::path::Path, e: std::io::Error) -> StoreError {
+    let path = path.display().to_string();
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return StoreError::NotFound { path };
+    }
+    StoreError::Io {
+        path,
+        source: Box::new(object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(e),
+        }),
+    }
+}
+
 fn check_blob(id: &ObjectId, actual: ObjectId) -> Result<()> {
     if actual == *id {
         Ok(())
@@ -379,14 +402,14 @@ impl Store {
                 .to_file_path()
                 .map_err(|_| err("not a local path".to_string()))?;
             local_root = Some(path.clone());
-            Arc::new(LocalFileSystem::new_with_prefix(&path).map_err(|e| err(e.to_string()))?)
+            Arc::new(local_folder(&path).map_err(err)?)
         } else {
             let path = std::path::Path::new(location);
             if !path.is_dir() {
                 return Err(err("no such folder".to_string()));
             }
             local_root = Some(path.to_path_buf());
-            Arc::new(LocalFileSystem::new_with_prefix(path).map_err(|e| err(e.to_string()))?)
+            Arc::new(local_folder(path).map_err(err)?)
         };
         let mut store = Self::from_object_store(os, location);
         store.local_root = local_root;
@@ -552,6 +575,19 @@ impl Store {
     pub fn local_blob_path(&self, id: &ObjectId) -> Option<std::path::PathBuf> {
         let root = self.local_root.as_ref()?;
         Some(root.join("objects").join(id.fanout_path()))
+    }
+
+    /// Checks a local blob's file against its name before it is used by
+    /// path rather than read through the store (a Delta view links it):
+    /// a damaged file is [`StoreError::Corrupt`], as a read of it is.
+    pub fn check_local_blob(&self, id: &ObjectId) -> Result<()> {
+        let Some(path) = self.local_blob_path(id) else {
+            return Ok(());
+        };
+        let file = std::fs::File::open(&path).map_err(|e| local_io(&path, e))?;
+        let actual =
+            ObjectId::of_reader(std::io::BufReader::new(file)).map_err(|e| local_io(&path, e))?;
+        check_blob(id, actual)
     }
 
     /// Where this store is.
@@ -837,10 +873,11 @@ impl Store {
         Ok(out)
     }
 
-    /// Temporary files that interrupted writes left under `objects/` of a
-    /// local repository (none elsewhere: an object store's interrupted
-    /// upload leaves no object). `object_store` does not list them, so the
-    /// folder is read here.
+    /// Temporary files that interrupted writes left in a local repository
+    /// (under `objects/`, and beside the documents: `locks/`, `refs/`,
+    /// `tombstones/`, `audit/`); none elsewhere: an object store's
+    /// interrupted upload leaves no object. `object_store` does not list
+    /// them, so the folders are read here.
     pub fn leftovers(&self) -> Result<Vec<Leftover>> {
         let Some(root) = &self.local_root else {
             return Ok(Vec::new());
@@ -852,33 +889,26 @@ impl Store {
                 source: Box::new(e),
             }),
         };
-        let objects = root.join("objects");
         let mut out = Vec::new();
-        let dirs = match std::fs::read_dir(&objects) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(fail(&objects, e)),
-        };
-        for dir in dirs {
-            let dir = dir.map_err(|e| fail(&objects, e))?;
-            if !dir.path().is_dir() {
-                continue;
-            }
-            let files = match std::fs::read_dir(dir.path()) {
-                Ok(f) => f,
-                // Removed since the listing (gc drops empty folders).
+        let mut todo = vec![(root.clone(), String::new())];
+        while let Some((dir, rel)) = todo.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(d) => d,
+                // Removed since it was listed (a delete drops folders it
+                // leaves empty).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(fail(&dir.path(), e)),
+                Err(e) => return Err(fail(&dir, e)),
             };
-            for f in files {
-                let f = f.map_err(|e| fail(&dir.path(), e))?;
+            for f in entries {
+                let f = f.map_err(|e| fail(&dir, e))?;
                 let name = f.file_name().to_string_lossy().into_owned();
-                if !is_temporary_name(&name) {
-                    continue;
-                }
-                let path = format!("objects/{}/{name}", dir.file_name().to_string_lossy());
-                if let Some(l) = leftover_at(&f.path(), path).map_err(|e| fail(&f.path(), e))? {
-                    out.push(l);
+                let path = format!("{rel}{name}");
+                if f.path().is_dir() {
+                    todo.push((f.path(), format!("{path}/")));
+                } else if is_temporary_name(&name) {
+                    if let Some(l) = leftover_at(&f.path(), path).map_err(|e| fail(&f.path(), e))? {
+                        out.push(l);
+                    }
                 }
             }
         }
@@ -892,13 +922,25 @@ impl Store {
             return Ok(());
         };
         let name = leftover.path.rsplit('/').next().unwrap_or_default();
-        if !leftover.path.starts_with("objects/") || !is_temporary_name(name) {
+        if leftover
+            .path
+            .split('/')
+            .any(|part| part == ".." || part.is_empty())
+            || !is_temporary_name(name)
+        {
             return Ok(());
         }
         self.before_write();
         let path = root.join(&leftover.path);
         match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                // Its folder goes too when it is left empty, as a delete
+                // of the store's own takes it (a failure leaves it).
+                if let Some(dir) = path.parent().filter(|d| *d != root.as_path()) {
+                    let _ = std::fs::remove_dir(dir);
+                }
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StoreError::Io {
                 path: leftover.path.clone(),
@@ -1243,8 +1285,18 @@ impl Store {
             .as_bytes(),
         );
         let path = Path::from(format!("probes/put-if-absent-{nonce}"));
-        self.create_path(&path, Bytes::from_static(b"first"), false)
-            .await?;
+        // Nothing is there yet to be missing but the bucket itself.
+        match self
+            .create_path(&path, Bytes::from_static(b"first"), false)
+            .await
+        {
+            Err(StoreError::NotFound { .. }) if self.local_root.is_none() => {
+                return Err(StoreError::NoBucket {
+                    location: remote::redacted(&self.location),
+                })
+            }
+            other => other?,
+        }
         let second = self
             .create_path(&path, Bytes::from_static(b"second"), false)
             .await;
@@ -1295,6 +1347,16 @@ impl Store {
             Err(e) => Err(io(&p, e)),
         }
     }
+}
+
+/// A local folder as an object store. A delete takes the folders it
+/// leaves empty with it (`objects/ab/`, `locks/`, `probes/`), so no run
+/// leaves empty folders behind; a write into a folder removed meanwhile
+/// creates it again (object_store retries the create).
+fn local_folder(path: &std::path::Path) -> std::result::Result<LocalFileSystem, String> {
+    LocalFileSystem::new_with_prefix(path)
+        .map(|fs| fs.with_automatic_cleanup(true))
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

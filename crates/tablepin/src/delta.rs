@@ -52,6 +52,32 @@ pub struct DeltaExport {
     pub copied: u64,
     /// Bytes copied.
     pub bytes_copied: u64,
+    /// Of them, written again without the rows a deletion vector hides
+    /// (a view without deletion vectors).
+    pub rewritten: u64,
+    /// Bytes of the files written again.
+    pub bytes_rewritten: u64,
+}
+
+/// How a Delta view is written ([`Repo::export_delta_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaOptions {
+    /// One Delta version per version along the revision's first parents.
+    pub history: bool,
+    /// Hidden rows as Delta deletion vectors (the files are the
+    /// repository's own); without, each file a deletion vector touches is
+    /// written again without the rows it hides, for readers without
+    /// deletion vectors (deltalake's `to_pyarrow_table`, older Spark).
+    pub deletion_vectors: bool,
+}
+
+impl Default for DeltaOptions {
+    fn default() -> Self {
+        Self {
+            history: false,
+            deletion_vectors: true,
+        }
+    }
 }
 
 /// One Delta version of the view and the tablepin version it shows.
@@ -176,7 +202,7 @@ pub fn plan_commits(
                 "format": {"provider": "parquet", "options": {}},
                 "schemaString": schema,
                 "partitionColumns": [],
-                "configuration": {"delta.enableDeletionVectors": "true"},
+                "configuration": configuration(protocol),
                 "createdTime": time_ms,
             }}));
         }
@@ -208,16 +234,36 @@ pub fn plan_commits(
     out
 }
 
+/// The table's configuration: deletion vectors on when the protocol has
+/// them.
+fn configuration(protocol: &Value) -> Value {
+    let dvs = protocol["protocol"]["readerFeatures"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == "deletionVectors"));
+    if dvs {
+        json!({"delta.enableDeletionVectors": "true"})
+    } else {
+        json!({})
+    }
+}
+
 fn dv_json((z85, size, count): &(String, u64, u64)) -> Value {
     json!({"storageType": "i", "pathOrInlineDv": z85, "sizeInBytes": size, "cardinality": count})
 }
 
-/// The protocol action: reader 3 and writer 7 with deletion vectors (and
-/// timestamps without a time zone when a column has them).
-fn protocol(ntz: bool) -> Value {
-    let mut features = vec!["deletionVectors"];
+/// The protocol action: reader 3 and writer 7 with the features the view
+/// uses (deletion vectors, timestamps without a time zone); reader 1 and
+/// writer 2, which every Delta reader takes, when it uses none.
+fn protocol(ntz: bool, dvs: bool) -> Value {
+    let mut features = Vec::new();
+    if dvs {
+        features.push("deletionVectors");
+    }
     if ntz {
         features.push("timestampNtz");
+    }
+    if features.is_empty() {
+        return json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}});
     }
     json!({"protocol": {
         "minReaderVersion": 3, "minWriterVersion": 7,
@@ -246,6 +292,23 @@ impl Repo {
         location: &str,
         history: bool,
     ) -> Result<DeltaExport> {
+        let opts = DeltaOptions {
+            history,
+            ..DeltaOptions::default()
+        };
+        self.export_delta_with(rev, table, location, &opts).await
+    }
+
+    /// [`Repo::export_delta`] with options: a view without deletion
+    /// vectors writes each file one touches again without its hidden rows.
+    pub async fn export_delta_with(
+        &self,
+        rev: &str,
+        table: &str,
+        location: &str,
+        opts: &DeltaOptions,
+    ) -> Result<DeltaExport> {
+        let history = opts.history;
         let dest = Dest::open(location)?;
         if !dest.is_empty().await? {
             return Err(Error::InvalidArgument(format!(
@@ -272,10 +335,19 @@ impl Repo {
         let mut ntz = false;
         // Deletion-vector packs read once, whichever snapshots share them.
         let mut packs = crate::table::dv::Known::new();
-        for (_, s) in &snapshots {
+        // Files written again without their hidden rows, by path.
+        let mut rewritten: BTreeMap<String, bytes::Bytes> = BTreeMap::new();
+        for (id, s) in &snapshots {
             let (schema, n) = delta_schema(&s.schema)?;
             ntz |= n;
-            views.push((self.view_files(s, &mut packs).await?, schema));
+            let files = if opts.deletion_vectors {
+                self.view_files(s, &mut packs).await
+            } else {
+                self.view_files_rewritten(s, &mut packs, &mut rewritten)
+                    .await
+            };
+            let files = files.map_err(|e| crate::repo::named(e, Some(*id), table))?;
+            views.push((files, schema));
         }
         let now = crate::repo::now_ms();
         let table_id = ObjectId::of(format!("{table}@{head}").as_bytes()).to_string();
@@ -287,12 +359,16 @@ impl Repo {
             &table_id[16..20],
             &table_id[20..32]
         );
-        let commits = plan_commits(&views, &protocol(ntz), &uuid, now);
+        let commits = plan_commits(&views, &protocol(ntz, opts.deletion_vectors), &uuid, now);
         let mut out = DeltaExport {
             dir: dest.name(),
             ..Default::default()
         };
-        self.place_files(&views, &dest, &mut out).await?;
+        // Every file is checked before the view names it (a damaged one is
+        // damage of the version, as any other read of it says).
+        self.place_files(&views, &rewritten, &dest, &mut out)
+            .await
+            .map_err(|e| crate::repo::named(e, Some(head), table))?;
         for (n, (actions, (id, s))) in commits.iter().zip(&snapshots).enumerate() {
             let info = json!({"commitInfo": {
                 "timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"},
@@ -357,20 +433,75 @@ impl Repo {
             .collect()
     }
 
+    /// A snapshot's files for a view without deletion vectors: a file a
+    /// deletion vector touches is read (verified), its live rows written
+    /// again as a Parquet file named by its bytes' hash (kept in
+    /// `rewritten` by path), and named instead of it.
+    async fn view_files_rewritten(
+        &self,
+        s: &TableSnapshot,
+        packs: &mut crate::table::dv::Known,
+        rewritten: &mut BTreeMap<String, bytes::Bytes>,
+    ) -> Result<Vec<ViewFile>> {
+        let dvs = crate::table::dv::load_with(self.store(), &s.files, packs).await?;
+        let mut out = Vec::with_capacity(s.files.len());
+        for (f, bm) in s.files.iter().zip(dvs) {
+            let Some(bm) = bm else {
+                out.push(ViewFile {
+                    blob: f.data,
+                    bytes: f.bytes,
+                    rows: f.rows,
+                    dv: None,
+                });
+                continue;
+            };
+            let bytes = self.store().get_blob(&f.data).await?;
+            let file = crate::table::datafile::DataFile::open(f.data, bytes)?;
+            let schema = file.schema();
+            let live = file.read(&schema, crate::table::datafile::Select::Live(Some(&bm)))?;
+            let bytes = parquet_bytes(&schema, &live)?;
+            let rows: usize = live.iter().map(|b| b.num_rows()).sum();
+            let v = ViewFile {
+                blob: ObjectId::of(&bytes),
+                bytes: bytes.len() as u64,
+                rows: rows as u64,
+                dv: None,
+            };
+            rewritten.insert(v.path(), bytes);
+            out.push(v);
+        }
+        Ok(out)
+    }
+
     /// Puts every data file the view names into the view's `data/`: a
     /// hard link to the blob when the repository and the view are folders
-    /// on one file system, else a copy of its verified bytes.
+    /// on one file system, else a copy of its verified bytes; a file
+    /// written again (`rewritten`, by path) is put as it is.
     async fn place_files(
         &self,
         views: &[(Vec<ViewFile>, String)],
+        rewritten: &BTreeMap<String, bytes::Bytes>,
         dest: &Dest,
         out: &mut DeltaExport,
     ) -> Result<()> {
+        for (path, bytes) in rewritten {
+            out.files += 1;
+            out.rewritten += 1;
+            out.bytes_rewritten += bytes.len() as u64;
+            dest.put(path, bytes.clone()).await?;
+        }
         let blobs: BTreeMap<ObjectId, String> = views
             .iter()
             .flat_map(|(files, _)| files)
+            .filter(|f| !rewritten.contains_key(&f.path()))
             .map(|f| (f.blob, f.path()))
             .collect();
+        // A link bypasses the store's reads, which check every blob: each
+        // is checked here first, so a view never serves damage and a
+        // damaged file leaves no view behind.
+        for blob in blobs.keys() {
+            self.store().check_local_blob(blob)?;
+        }
         for (blob, target) in blobs {
             out.files += 1;
             if let Some(source) = self.store().local_blob_path(&blob) {
@@ -386,6 +517,24 @@ impl Repo {
         }
         Ok(())
     }
+}
+
+/// Rows as one Parquet file's bytes, as a view's reader takes them.
+fn parquet_bytes(
+    schema: &arrow::datatypes::SchemaRef,
+    batches: &[arrow::array::RecordBatch],
+) -> Result<bytes::Bytes> {
+    let fail = |e: parquet::errors::ParquetError| {
+        Error::Internal(format!("writing a view's data file: {e}"))
+    };
+    let mut buf = Vec::new();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut buf, schema.clone(), None).map_err(fail)?;
+    for b in batches {
+        w.write(b).map_err(fail)?;
+    }
+    w.close().map_err(fail)?;
+    Ok(bytes::Bytes::from(buf))
 }
 
 /// Where a view is written: a local folder or a bucket.
@@ -524,7 +673,7 @@ mod tests {
             // File 1 went; a new schema.
             (vec![file(2, Some(&[4])), file(3, None)], "t".to_string()),
         ];
-        let commits = plan_commits(&snapshots, &protocol(false), "id", 0);
+        let commits = plan_commits(&snapshots, &protocol(false, true), "id", 0);
         let kinds = |c: &Vec<Value>| -> Vec<String> {
             c.iter()
                 .map(|a| a.as_object().unwrap().keys().next().unwrap().clone())

@@ -204,6 +204,19 @@ pub enum Error {
         /// Where it points.
         target: String,
     },
+    /// A tag named as a branch is, or a branch as a tag: a revision naming
+    /// both would be ambiguous.
+    #[error("'{name}' is the name of a {other} (at {target}), and a {kind} cannot take it; choose another name")]
+    NameTaken {
+        /// "tag" or "branch": what was to be created.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// What has the name.
+        other: &'static str,
+        /// Where that points.
+        target: String,
+    },
     /// A commit to a branch that does not exist, in a repository that has
     /// branches: most likely a typo, which would otherwise start a new,
     /// parentless branch.
@@ -216,6 +229,40 @@ pub enum Error {
         /// "; did you mean 'main'?" or empty.
         hint: String,
     },
+    /// A commit to a branch that was deleted: it would start a new,
+    /// parentless history under the old name while the old one waits,
+    /// unprotected, to be restored or expired by gc.
+    #[error("branch '{name}' was deleted (its head was {target}); restore it first, or start it again at a version of your choice")]
+    DeletedBranch {
+        /// The branch named.
+        name: String,
+        /// Its head before the deletion, shortened.
+        target: String,
+    },
+    /// A branch that named no version at a time: its first commit is
+    /// later.
+    #[error("branch '{branch}' named no version at {time}; its first commit is later, at {first}")]
+    NoVersionAt {
+        /// The branch.
+        branch: String,
+        /// The time asked for, as given.
+        time: String,
+        /// The time of its first entry (RFC 3339).
+        first: String,
+    },
+    /// A version that gc expired: its rows are gone, its tombstone says
+    /// what it held.
+    #[error("version {version} was expired by gc at {expired} ({reason}); its rows are no longer stored, only what it held: {tables}")]
+    Expired {
+        /// The version, shortened.
+        version: String,
+        /// When gc expired it (RFC 3339).
+        expired: String,
+        /// The policy that expired it.
+        reason: String,
+        /// Each table's rows and content hash.
+        tables: String,
+    },
     /// Deleting the last branch, or the default branch, without force.
     #[error("{reason}; deleting it leaves {what} for gc to expire. Force the deletion to delete it anyway (branch '{name}' stays restorable)")]
     ProtectedBranch {
@@ -227,12 +274,14 @@ pub enum Error {
         what: String,
     },
     /// A ref that does not exist.
-    #[error("{kind} '{name}' does not exist")]
+    #[error("{kind} '{name}' does not exist{hint}")]
     UnknownRef {
         /// "tag" or "branch".
         kind: &'static str,
         /// The name.
         name: String,
+        /// "; did you mean 'dev'?" or empty.
+        hint: String,
     },
     /// A name that cannot be a ref or table name.
     #[error("'{name}' is not a valid {what} name: {reason}")]
@@ -421,10 +470,14 @@ impl Error {
             | E::UnknownRev { .. }
             | E::UnknownRef { .. }
             | E::UnknownBranch { .. }
+            | E::DeletedBranch { .. }
+            | E::Expired { .. }
+            | E::NoVersionAt { .. }
             | E::UnknownTable { .. }
             | E::NoTableAtHeads { .. } => ErrorKind::NotFound,
             E::RepositoryExists { .. }
             | E::RefExists { .. }
+            | E::NameTaken { .. }
             | E::Conflict { .. }
             | E::RefMoved { .. }
             | E::PlanOutdated { .. }
@@ -440,8 +493,32 @@ impl Error {
             // that does not match its name.
             E::Store(StoreError::Corrupt { .. } | StoreError::Decode { .. }) => ErrorKind::Damaged,
             E::Store(StoreError::RefConflict { .. }) => ErrorKind::Conflict,
+            E::Store(StoreError::NoBucket { .. }) => ErrorKind::NotFound,
             E::Output { .. } | E::Store(_) | E::Arrow { .. } => ErrorKind::Io,
             E::Internal(_) => ErrorKind::Internal,
+        }
+    }
+
+    /// The error of reading a version gc expired, from its tombstone.
+    pub(crate) fn expired(t: &tablepin_format::Tombstone) -> Error {
+        let tables = t
+            .tables
+            .iter()
+            .map(|(name, (rows, hash))| {
+                format!("'{name}' {rows} rows, content hash {}", hash.short(16))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        Error::Expired {
+            version: t.id.short(12),
+            expired: chrono::DateTime::from_timestamp_millis(t.expired_ms)
+                .map_or_else(|| t.expired_ms.to_string(), |d| d.to_rfc3339()),
+            reason: t.reason.clone(),
+            tables: if tables.is_empty() {
+                "no tables".into()
+            } else {
+                tables
+            },
         }
     }
 

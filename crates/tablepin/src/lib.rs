@@ -67,6 +67,7 @@ pub use repo::{
     RestoreResult, TableDiff, TableRead, TableStream, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS,
 };
 pub use table::plan::{Mode, PlannedBlob, TablePlan};
+pub use table::types::content_hash_as;
 pub use table::{ReadStats, ScanOptions, WriteSettings};
 pub use tablepin_format as format;
 pub use tablepin_format::{ContentHash, RefKind, VersionId};

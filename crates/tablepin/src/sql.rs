@@ -111,6 +111,9 @@ struct Part {
     schema: SchemaRef,
     part: usize,
     parts: usize,
+    /// The version and table read, to name a lost or damaged file's.
+    version: VersionId,
+    table: String,
 }
 
 impl std::fmt::Debug for Part {
@@ -125,11 +128,17 @@ impl PartitionStream for Part {
     }
 
     fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let (version, table) = (self.version, self.table.clone());
         let rows = self
             .scan
             .clone()
             .stream(self.part, self.parts, 1)
-            .map(|r| r.map_err(|e| DataFusionError::External(Box::new(e))));
+            .map(move |r| {
+                r.map_err(|e| {
+                    let e = crate::repo::named(e, Some(version), &table);
+                    DataFusionError::External(Box::new(e))
+                })
+            });
         Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), rows))
     }
 }
@@ -202,7 +211,10 @@ impl TableProvider for VersionTable {
             }
             other => other,
         };
-        let scan = Arc::new(scan.map_err(|e| DataFusionError::External(Box::new(e)))?);
+        let scan = Arc::new(scan.map_err(|e| {
+            let e = crate::repo::named(e, Some(self.version), &self.table);
+            DataFusionError::External(Box::new(e))
+        })?);
         if let Ok(mut scans) = self.scans.lock() {
             scans.push(scan.stats());
         }
@@ -215,6 +227,8 @@ impl TableProvider for VersionTable {
                     schema: schema.clone(),
                     part,
                     parts,
+                    version: self.version,
+                    table: self.table.clone(),
                 }) as Arc<dyn PartitionStream>
             })
             .collect();
@@ -284,10 +298,57 @@ fn take_ours(e: DataFusionError) -> std::result::Result<Error, DataFusionError> 
     }
 }
 
+/// A query's rows as they come ([`Repo::sql_stream`]), with the tables it
+/// reads.
+pub struct QueryStream {
+    /// The result's schema.
+    pub schema: SchemaRef,
+    /// The rows, a batch at a time.
+    pub rows: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    tables: Vec<(TableReference, Arc<VersionTable>)>,
+}
+
+impl QueryStream {
+    /// The next batch of rows; `None` once every row was given.
+    pub async fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
+        self.rows.next().await
+    }
+
+    /// Each table the query named, with what was read of it so far (all
+    /// of it once `rows` has ended).
+    pub fn tables(&self) -> Vec<QueriedTable> {
+        self.tables
+            .iter()
+            .map(|(r, t)| QueriedTable {
+                name: r.to_string(),
+                version: t.version(),
+                stats: t.stats(),
+            })
+            .collect()
+    }
+}
+
 impl Repo {
     /// Runs a read-only SQL query (see the module's docs for how tables and
-    /// versions are named).
+    /// versions are named), holding every row of the answer.
     pub async fn sql(&self, query: &str) -> Result<QueryResult> {
+        let mut q = self.sql_stream(query).await?;
+        let mut batches = Vec::new();
+        while let Some(b) = q.rows.next().await {
+            batches.push(b?);
+        }
+        Ok(QueryResult {
+            schema: q.schema.clone(),
+            batches,
+            tables: q.tables(),
+        })
+    }
+
+    /// Runs a read-only SQL query and gives its rows as they come: memory
+    /// holds what the query itself needs (a sort or an aggregate holds its
+    /// state), not the answer, and the first rows come before the last
+    /// are read.
+    pub async fn sql_stream(&self, query: &str) -> Result<QueryStream> {
         let config = SessionConfig::new()
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
         let ctx = SessionContext::new_with_config(config);
@@ -319,18 +380,11 @@ impl Repo {
             .await
             .map_err(from_df)?;
         let schema: SchemaRef = df.schema().inner().clone();
-        let batches = df.collect().await.map_err(from_df)?;
-        Ok(QueryResult {
+        let stream = df.execute_stream().await.map_err(from_df)?;
+        Ok(QueryStream {
             schema,
-            batches,
-            tables: tables
-                .into_iter()
-                .map(|(r, t)| QueriedTable {
-                    name: r.to_string(),
-                    version: t.version(),
-                    stats: t.stats(),
-                })
-                .collect(),
+            rows: stream.map(|r| r.map_err(from_df)).boxed(),
+            tables,
         })
     }
 }

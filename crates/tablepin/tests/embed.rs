@@ -222,13 +222,10 @@ impl object_store::ObjectStore for Stalling {
     }
 }
 
-/// A gc with a grace shorter than a stalled commit took deletes the
-/// commit's new blobs before it lands; the commit, seeing it took long,
-/// writes them again after landing, so what it acknowledged reads back.
-/// (Before, it checked only the blobs it had reused: its head was left
-/// naming a snapshot that was gone.)
-#[tokio::test]
-async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
+/// A repository in memory whose next ref write, once armed, stalls and
+/// runs `during` first; the memory store underneath, to reach it
+/// unstalled.
+async fn stalled_repo(name: &str) -> (Arc<dyn object_store::ObjectStore>, Arc<Stalling>, Repo) {
     let os: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     let stalling = Arc::new(Stalling {
         inner: os.clone(),
@@ -236,11 +233,22 @@ async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
         during: tokio::sync::Mutex::new(None),
     });
     let repo = Repo::init_store(
-        Store::from_object_store(stalling.clone(), "memory://stalled"),
+        Store::from_object_store(stalling.clone(), name),
         WriteSettings::default(),
     )
     .await
     .unwrap();
+    (os, stalling, repo)
+}
+
+/// A gc with a grace shorter than a stalled commit took deletes the
+/// commit's new blobs before it lands; the commit, seeing it took long,
+/// writes them again after landing, so what it acknowledged reads back.
+/// (Before, it checked only the blobs it had reused: its head was left
+/// naming a snapshot that was gone.)
+#[tokio::test]
+async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
+    let (os, stalling, repo) = stalled_repo("memory://stalled").await;
     let rows = |ids: Vec<i64>| {
         RecordBatch::try_from_iter(vec![("id", Arc::new(Int64Array::from(ids)) as ArrayRef)])
             .unwrap()
@@ -283,4 +291,52 @@ async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
     assert_eq!(read.version, c.version);
     assert_eq!(read.batches, vec![rows(vec![1, 2, 3])]);
     again.verify(&tablepin::NoProgress).await.unwrap();
+}
+
+/// Upserts rows of these ids into table `t` of `repo`'s main.
+async fn upsert_ids(repo: &Repo, ids: Vec<i64>) -> tablepin::CommitResult {
+    let b = RecordBatch::try_from_iter(vec![("id", Arc::new(Int64Array::from(ids)) as ArrayRef)])
+        .unwrap();
+    let opts = CommitOptions {
+        key: Some(vec!["id".into()]),
+        mode: tablepin::Mode::Upsert,
+        ..Default::default()
+    };
+    repo.commit("t", b.schema(), vec![b], &opts).await.unwrap()
+}
+
+/// A commit whose first attempt lost the race for its branch, and that
+/// landed on a retry, reports the data file its first attempt wrote as
+/// new: no other version holds it (issue 41; before, "0 B new in 0
+/// blobs" for its data). Its counts equal those of the same commit made
+/// with no race, in a twin repository.
+#[tokio::test]
+async fn a_commit_that_lost_a_race_counts_what_its_first_attempt_wrote() {
+    let twin = Repo::init("memory://", WriteSettings::default())
+        .await
+        .unwrap();
+    upsert_ids(&twin, vec![1, 2]).await;
+    upsert_ids(&twin, vec![10]).await;
+    let direct = upsert_ids(&twin, (100..2000).collect()).await;
+
+    let (os, stalling, repo) = stalled_repo("memory://raced").await;
+    upsert_ids(&repo, vec![1, 2]).await;
+    // While the commit is about to move the branch, another writer does.
+    let other = Repo::open_store(Store::from_object_store(os, "memory://raced"))
+        .await
+        .unwrap();
+    *stalling.during.lock().await = Some(Box::pin(async move {
+        upsert_ids(&other, vec![10]).await;
+    }));
+    stalling
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let raced = upsert_ids(&repo, (100..2000).collect()).await;
+    assert!(
+        stalling.during.lock().await.is_none(),
+        "the other commit ran"
+    );
+    assert_eq!(raced.change.blobs_new, direct.change.blobs_new, "{raced:?}");
+    assert_eq!(raced.change.bytes_new, direct.change.bytes_new, "{raced:?}");
+    assert!(raced.change.blobs_new >= 2, "{raced:?}");
 }

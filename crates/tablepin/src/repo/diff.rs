@@ -138,7 +138,11 @@ impl Repo {
                 }
             };
             let (so, sn) = futures::try_join!(load(*old, &vo), load(*new, &vn))?;
-            tables.push(self.diff_snapshots(&name, so.as_ref(), sn.as_ref()).await?);
+            // A data file lost or damaged is the version's damage (exit 5),
+            // named as every other read names it.
+            let at = if sn.is_some() { *new } else { *old };
+            let d = self.diff_snapshots(&name, so.as_ref(), sn.as_ref()).await;
+            tables.push(d.map_err(|e| super::named(e, Some(at), &name))?);
         }
         Ok(Diff {
             old: *old,
@@ -223,10 +227,7 @@ impl Repo {
         loop {
             retry.next().await?;
             let Some(head) = self.store.ref_head(RefKind::Branch, &opts.branch).await? else {
-                return Err(Error::UnknownRef {
-                    kind: "branch",
-                    name: opts.branch.clone(),
-                });
+                return Err(self.unknown_ref(RefKind::Branch, &opts.branch).await);
             };
             let parent = head.target;
             let parent_version = match &parent {
@@ -295,7 +296,8 @@ impl Repo {
             };
             let d = self
                 .diff_snapshots(name, old.as_ref(), new.as_ref())
-                .await?;
+                .await
+                .map_err(|e| super::named(e, Some(*from), name))?;
             let checks = match &new {
                 Some(n) => plan::checks(old.as_ref(), n),
                 None => old

@@ -125,6 +125,11 @@ pub struct ErasePlan {
     /// An earlier run with this predicate was interrupted; applying
     /// finishes it.
     pub resumes: bool,
+    /// Versions holding files whose schema lacks a column the predicate
+    /// names (written before the column was added, or after it was
+    /// dropped): no row of those files can match, and none is removed.
+    #[serde(default)]
+    pub not_applied: Vec<VersionId>,
     /// The bytes the plan names, kept from planning to apply in the same
     /// process; a plan read back from JSON has none and is planned again.
     #[serde(skip)]
@@ -297,6 +302,46 @@ fn own_rows(blob: ObjectId, bytes: Bytes) -> Result<(SchemaRef, Vec<RecordBatch>
     ))
 }
 
+/// What [`Repo::match_files`] found: the rewrites by file, the planned
+/// files, the blobs to write, and the versions the predicate could not
+/// apply to.
+type Matched = (
+    BTreeMap<ObjectId, FileRewrite>,
+    Vec<PlannedFile>,
+    Vec<Bytes>,
+    Vec<VersionId>,
+);
+
+/// An erasure's predicate compiled for each file schema met; `None` for a
+/// schema that lacks a column it names (no row there can match).
+struct BySchema<'a> {
+    table: &'a str,
+    text: &'a str,
+    compiled: Vec<(SchemaRef, Option<Predicate>)>,
+}
+
+impl BySchema<'_> {
+    fn for_schema(&mut self, schema: &SchemaRef) -> Result<Option<&Predicate>> {
+        let at = match self
+            .compiled
+            .iter()
+            .position(|(s, _)| s.fields() == schema.fields())
+        {
+            Some(at) => at,
+            None => {
+                let p = Predicate::compile_if_applies(self.table, self.text, schema)?;
+                self.compiled.push((schema.clone(), p));
+                self.compiled.len() - 1
+            }
+        };
+        Ok(self.compiled[at].1.as_ref())
+    }
+
+    fn applies_anywhere(&self) -> bool {
+        self.compiled.iter().any(|(_, p)| p.is_some())
+    }
+}
+
 struct FileRewrite {
     matched: Vec<u32>,
     /// Matching rows, under the file's own schema.
@@ -400,8 +445,20 @@ impl Repo {
         let table = opts.table.as_str();
         let predicate_hash = blake3::hash(opts.predicate.as_bytes()).to_hex().to_string();
         let stored = self.erasure_scope(table).await?;
-        let pred = Predicate::compile(table, &opts.predicate, &stored.schema)?;
-        let (rewrites, files, mut blobs) = self.match_files(table, &stored.snaps, &pred).await?;
+        // Each file is matched in its own schema: a column may have
+        // changed type, or be gone at the head and held by old versions.
+        let at_head = Predicate::compile_if_applies(table, &opts.predicate, &stored.schema)?;
+        let mut preds = BySchema {
+            table,
+            text: &opts.predicate,
+            compiled: Vec::new(),
+        };
+        let matched = self.match_files(table, &stored.snaps, &mut preds).await?;
+        let (rewrites, files, mut blobs, not_applied) = matched;
+        if at_head.is_none() && !preds.applies_anywhere() {
+            // It names a column no version holds: the head's error says so.
+            Predicate::compile(table, &opts.predicate, &stored.schema)?;
+        }
         let mut fingerprints = Vec::new();
         for r in rewrites.values() {
             fingerprints.extend(hash_rows(&r.matched_rows)?);
@@ -423,6 +480,7 @@ impl Repo {
             bytes_to_write,
             tags: tag_moves,
             resumes,
+            not_applied,
             work: Work {
                 options: opts.clone(),
                 blobs,
@@ -495,23 +553,36 @@ impl Repo {
         &self,
         table: &str,
         snaps: &BTreeMap<VersionId, TableSnapshot>,
-        pred: &Predicate,
-    ) -> Result<(
-        BTreeMap<ObjectId, FileRewrite>,
-        Vec<PlannedFile>,
-        Vec<Bytes>,
-    )> {
+        preds: &mut BySchema<'_>,
+    ) -> Result<Matched> {
         let mut rewrites: BTreeMap<ObjectId, FileRewrite> = BTreeMap::new();
-        let mut seen: HashSet<ObjectId> = HashSet::new();
+        let mut seen: HashMap<ObjectId, bool> = HashMap::new();
         let mut blobs: Vec<Bytes> = Vec::new();
         let mut files = Vec::new();
-        for s in snaps.values() {
+        let mut not_applied = Vec::new();
+        for (vid, s) in snaps {
             for f in &s.files {
-                if !seen.insert(f.data) {
+                if let Some(applies) = seen.get(&f.data) {
+                    if !applies && not_applied.last() != Some(vid) {
+                        not_applied.push(*vid);
+                    }
                     continue;
                 }
-                let bytes = self.store().get_blob(&f.data).await?;
+                // Lost or damaged: that version's damage (exit 5).
+                let bytes = self
+                    .store()
+                    .get_blob(&f.data)
+                    .await
+                    .map_err(|e| super::named(e.into(), Some(*vid), table))?;
                 let (own, batches) = own_rows(f.data, bytes)?;
+                let Some(pred) = preds.for_schema(&own)? else {
+                    seen.insert(f.data, false);
+                    if not_applied.last() != Some(vid) {
+                        not_applied.push(*vid);
+                    }
+                    continue;
+                };
+                seen.insert(f.data, true);
                 let all =
                     concat_batches(&own, &batches).map_err(Error::arrow("reading a data file"))?;
                 let mask = pred.eval(&all)?;
@@ -553,7 +624,7 @@ impl Repo {
                 rewrites.insert(f.data, rewrite);
             }
         }
-        Ok((rewrites, files, blobs))
+        Ok((rewrites, files, blobs, not_applied))
     }
 
     /// Replacement versions, parents first: for every version whose

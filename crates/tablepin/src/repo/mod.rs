@@ -15,7 +15,7 @@ mod rev;
 mod streamed;
 mod verify;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -382,7 +382,7 @@ pub struct RefInfo {
 
 /// A store's damage or loss while reading a version's files, named as the
 /// version's damage (which table, which version).
-fn named(e: Error, version: Option<VersionId>, table: &str) -> Error {
+pub(crate) fn named(e: Error, version: Option<VersionId>, table: &str) -> Error {
     match (e, version) {
         (
             Error::Store(source @ (StoreError::Corrupt { .. } | StoreError::NotFound { .. })),
@@ -468,10 +468,24 @@ pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// Who commits: `TABLEPIN_AUTHOR`, else the login name (`USER`,
+/// `LOGNAME`, `USERNAME`), else "unknown".
 fn default_author() -> String {
-    std::env::var("TABLEPIN_AUTHOR")
-        .or_else(|_| std::env::var("USER"))
-        .unwrap_or_else(|_| "unknown".into())
+    ["TABLEPIN_AUTHOR", "USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The message a deleted tag was created with: that of the first entry
+/// after the deletion before its last one.
+fn tag_message_before_deletion(log: &[RefEntry]) -> Option<String> {
+    let deleted = log.iter().rposition(|e| e.target.is_none())?;
+    let created = log[..deleted]
+        .iter()
+        .rposition(|e| e.target.is_none())
+        .map_or(0, |d| d + 1);
+    log.get(created).map(|e| e.message.clone())
 }
 
 /// The version a ref's log named last (before a deletion, if it ends in
@@ -540,12 +554,14 @@ pub fn check_name(what: &'static str, name: &str) -> Result<()> {
 
 impl Repo {
     /// Finds the repository for a command: `location` if given (a path or
-    /// URL), else a `.tablepin` folder in `start` or a parent of it.
+    /// URL), else a `.tablepin` folder in `start` or a parent of it, or
+    /// one of those folders that is itself a repository (made by
+    /// `--repo PATH init` or `Repo.init(path)`).
     pub fn discover(location: Option<&str>, start: &std::path::Path) -> Result<String> {
         if let Some(l) = location {
-            let p = std::path::Path::new(l);
-            // A project folder holding `.tablepin` means that repository.
-            if !l.contains("://") && p.join(LOCAL_DIR).is_dir() {
+            // A project folder holding `.tablepin` means that repository,
+            // given as a path or a `file://` URL.
+            if let Some(p) = local_folder(l).filter(|p| p.join(LOCAL_DIR).is_dir()) {
                 return Ok(p.join(LOCAL_DIR).to_string_lossy().into_owned());
             }
             return Ok(l.to_string());
@@ -555,6 +571,9 @@ impl Repo {
             let candidate = d.join(LOCAL_DIR);
             if candidate.is_dir() {
                 return Ok(candidate.to_string_lossy().into_owned());
+            }
+            if d.join(CONFIG).is_file() {
+                return Ok(d.to_string_lossy().into_owned());
             }
             dir = d.parent();
         }
@@ -733,10 +752,14 @@ impl Repo {
     ) -> Result<CommitResult> {
         let (schema, batches) = prepare_input(table, &schema, batches, opts)?;
         let mut retry = Retry::new(&opts.branch, opts.retry_for);
+        // Blobs earlier attempts created: still this commit's new bytes
+        // when the attempt that lands finds them stored.
+        let mut earlier = HashSet::new();
         loop {
             retry.next().await?;
-            if let CommitOutcome::Landed(done) =
-                self.attempt(table, &schema, &batches, opts).await?
+            if let CommitOutcome::Landed(done) = self
+                .attempt(table, &schema, &batches, opts, &mut earlier)
+                .await?
             {
                 return Ok(done);
             }
@@ -755,7 +778,8 @@ impl Repo {
         opts: &CommitOptions,
     ) -> Result<CommitOutcome> {
         let (schema, batches) = prepare_input(table, &schema, batches, opts)?;
-        self.attempt(table, &schema, &batches, opts).await
+        self.attempt(table, &schema, &batches, opts, &mut HashSet::new())
+            .await
     }
 
     /// Plans a commit and writes nothing: the plan says exactly what
@@ -813,7 +837,10 @@ impl Repo {
                 detail: format!("{detail} differ"),
             });
         }
-        match self.write_commit(table, planned, &opts).await? {
+        match self
+            .write_commit(table, planned, &opts, &mut HashSet::new())
+            .await?
+        {
             Some(done) => Ok(done),
             None => {
                 let now = self.store.ref_head(RefKind::Branch, &saved.branch).await?;
@@ -829,6 +856,7 @@ impl Repo {
         schema: &SchemaRef,
         batches: &[RecordBatch],
         opts: &CommitOptions,
+        earlier: &mut HashSet<ObjectId>,
     ) -> Result<CommitOutcome> {
         let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
         let planned = match self
@@ -849,12 +877,14 @@ impl Repo {
             }
             Err(e) => return Err(e),
         };
-        Ok(match self.write_commit(table, planned, opts).await? {
-            Some(done) => CommitOutcome::Landed(done),
-            None => CommitOutcome::Lost {
-                branch: opts.branch.clone(),
+        Ok(
+            match self.write_commit(table, planned, opts, earlier).await? {
+                Some(done) => CommitOutcome::Landed(done),
+                None => CommitOutcome::Lost {
+                    branch: opts.branch.clone(),
+                },
             },
-        })
+        )
     }
 
     /// Plans one attempt of a commit against the branch head as read.
@@ -915,8 +945,11 @@ impl Repo {
         BTreeMap<String, ObjectId>,
         Option<TableSnapshot>,
     )> {
-        let parent_id = match head.as_ref().and_then(|h| h.target) {
-            Some(t) => Some(t),
+        let parent_id = match head.as_ref().map(|h| h.target) {
+            Some(Some(t)) => Some(t),
+            // A deleted branch is not started again by a commit: its old
+            // history would wait, unprotected, for gc.
+            Some(None) => return Err(self.deleted_branch(&opts.branch).await),
             None => {
                 self.new_branch_start(&opts.branch, opts.create_branch)
                     .await?
@@ -947,8 +980,9 @@ impl Repo {
         table: &str,
         p: Planned,
         opts: &CommitOptions,
+        earlier: &mut HashSet<ObjectId>,
     ) -> Result<Option<CommitResult>> {
-        self.write_commit_after(table, p, &[], opts).await
+        self.write_commit_after(table, p, &[], opts, earlier).await
     }
 
     /// [`Repo::write_commit`] for a plan some of whose blobs are written
@@ -960,6 +994,7 @@ impl Repo {
         p: Planned,
         prior: &[PutOutcome],
         opts: &CommitOptions,
+        earlier: &mut HashSet<ObjectId>,
     ) -> Result<Option<CommitResult>> {
         let Planned {
             head,
@@ -987,11 +1022,19 @@ impl Repo {
             self.store.freshen_blob(snap_bytes.clone()),
         )?;
         for o in prior.iter().chain(&written).chain([&out]) {
-            if o.new {
+            if o.new || earlier.contains(&o.id) {
                 change.bytes_new += o.bytes;
                 change.blobs_new += 1;
             }
         }
+        earlier.extend(
+            prior
+                .iter()
+                .chain(&written)
+                .chain([&out])
+                .filter(|o| o.new)
+                .map(|o| o.id),
+        );
         tables.insert(table.to_string(), out.id);
         let time_ms = opts.time_ms.unwrap_or_else(now_ms);
         let version = Version {
@@ -1080,6 +1123,22 @@ impl Repo {
         }
     }
 
+    /// The refusal of a commit to a deleted branch, naming its last head.
+    async fn deleted_branch(&self, name: &str) -> Error {
+        let target = match self.store.ref_log(RefKind::Branch, name).await {
+            Ok(log) => log
+                .iter()
+                .rev()
+                .find_map(|e| e.target)
+                .map_or_else(|| "nothing".to_string(), |t| t.short(12)),
+            Err(e) => return e.into(),
+        };
+        Error::DeletedBranch {
+            name: name.to_string(),
+            target,
+        }
+    }
+
     /// Where a commit to a branch without a head starts: at the default
     /// branch's head with `create`, nowhere in a repository without
     /// branches; otherwise the branch name is refused as unknown.
@@ -1097,6 +1156,11 @@ impl Repo {
         let live = self.refs(RefKind::Branch).await?;
         if live.is_empty() {
             return Ok(None);
+        }
+        if let Some(now) = live.iter().find(|r| r.name == branch) {
+            // Created or restored since its head was read: build on it (the
+            // ref write then loses the race, and the commit plans again).
+            return Ok(Some(now.target));
         }
         let hint = closest(branch, live.iter().map(|r| r.name.as_str()))
             .map(|n| format!("; did you mean '{n}'?"))
@@ -1403,18 +1467,30 @@ impl Repo {
 
     /// The version a ref names now.
     pub async fn ref_target(&self, kind: RefKind, name: &str) -> Result<VersionId> {
-        let what = match kind {
-            RefKind::Branch => "branch",
-            RefKind::Tag => "tag",
-        };
         match self.store.ref_head(kind, name).await? {
             Some(RefEntry {
                 target: Some(t), ..
             }) => Ok(t),
-            _ => Err(Error::UnknownRef {
-                kind: what,
-                name: name.to_string(),
-            }),
+            _ => Err(self.unknown_ref(kind, name).await),
+        }
+    }
+
+    /// The error for a ref that does not exist, with the closest name of
+    /// a live ref of that kind when one is near (a typo).
+    pub(crate) async fn unknown_ref(&self, kind: RefKind, name: &str) -> Error {
+        let hint = match self.store.ref_names(kind).await {
+            Ok(names) => closest(
+                name,
+                names.iter().map(String::as_str).filter(|n| *n != name),
+            )
+            .map(|n| format!("; did you mean '{n}'?"))
+            .unwrap_or_default(),
+            Err(e) => return e.into(),
+        };
+        Error::UnknownRef {
+            kind: kind_name(kind),
+            name: name.to_string(),
+            hint,
         }
     }
 
@@ -1482,9 +1558,10 @@ impl Repo {
         }) = self.store.ref_head(other, name).await?
         {
             // A revision naming both would be ambiguous.
-            return Err(Error::RefExists {
-                kind: kind_name(other),
+            return Err(Error::NameTaken {
+                kind: what,
                 name: name.to_string(),
+                other: kind_name(other),
                 target: t.short(12),
             });
         }
@@ -1552,12 +1629,21 @@ impl Repo {
                 continue;
             }
             if let Some(last) = last_named(&log) {
+                // Past gc's grace its version may be gone: say so, rather
+                // than offer a restore that cannot be.
+                let note = match self.tombstone(&last).await? {
+                    Some(t) if !self.store.has_blob(&last.0).await? => Some(format!(
+                        "its version was expired by gc ({}); it cannot be restored",
+                        t.reason
+                    )),
+                    _ => None,
+                };
                 out.push(RefInfo {
                     name,
                     target: last,
                     time_ms: head.time_ms,
                     message: head.message.clone(),
-                    note: None,
+                    note,
                     entries: head.seq,
                 });
             }
@@ -1582,18 +1668,28 @@ impl Repo {
                     name: name.to_string(),
                     target: t.short(12),
                 },
-                _ => Error::UnknownRef {
-                    kind: what,
-                    name: name.to_string(),
-                },
+                _ => self.unknown_ref(kind, name).await,
             });
         };
         // The version must still be readable (gc keeps it for the grace
-        // period after the deletion; later it may have expired).
-        self.version(&d.target).await?;
-        self.move_ref(kind, name, d.entries, Some(d.target), "restored")
+        // period after the deletion; later it may have expired, which is
+        // said as such); an erasure since stands in with its replacement.
+        let target = self
+            .erased_since(d.target)
+            .await?
+            .map_or(d.target, |r| r.new);
+        // A tag comes back with its own message: the one it was created
+        // with before its deletion.
+        let message = match kind {
+            RefKind::Tag => {
+                let log = self.store.ref_log(kind, name).await?;
+                tag_message_before_deletion(&log).unwrap_or_else(|| "restored".into())
+            }
+            RefKind::Branch => "restored".into(),
+        };
+        self.move_ref(kind, name, d.entries, Some(target), &message)
             .await?;
-        Ok(d.target)
+        Ok(target)
     }
 
     pub(crate) async fn move_ref(

@@ -53,13 +53,22 @@ impl Repo {
     /// replaced: reading it then reads the replacement, which holds the
     /// same rows but the erased ones.
     pub async fn resolve_noted(&self, rev: &str) -> Result<(VersionId, Option<Replaced>)> {
+        if let Some((branch, time)) = rev.split_once('@').filter(|_| !rev.contains('~')) {
+            let at = self.at_time(branch, time).await?;
+            return Ok(match self.erased_since(at).await? {
+                Some(r) => (r.new, Some(r)),
+                None => (at, None),
+            });
+        }
         match self.resolve_stored(rev).await {
             Err(Error::UnknownRev { .. }) if is_hex_prefix(rev) => {
                 match self.replaced(rev).await? {
                     Some(r) => Ok((r.new, Some(r))),
-                    None => Err(Error::UnknownRev {
-                        rev: rev.to_string(),
-                    }),
+                    None => Err(self.expired_by_prefix(rev).await?.unwrap_or_else(|| {
+                        Error::UnknownRev {
+                            rev: rev.to_string(),
+                        }
+                    })),
                 }
             }
             other => other.map(|id| (id, None)),
@@ -123,41 +132,32 @@ impl Repo {
             })?;
             let mut id = Box::pin(self.resolve_stored(base)).await?;
             for i in 0..n {
-                let v = self.version(&id).await?;
-                id = *v.parents.first().ok_or_else(|| {
+                // Through expired versions, as `log` walks.
+                let parents = match self.version(&id).await {
+                    Ok(v) => v.parents,
+                    Err(e) if e.is_missing() => match self.tombstone(&id).await? {
+                        Some(t) => t.parents,
+                        None => return Err(e),
+                    },
+                    Err(e) => return Err(e),
+                };
+                id = *parents.first().ok_or_else(|| {
                     Error::InvalidArgument(format!(
                         "'{rev}' goes back {n} versions, but '{base}' has only {i} before it"
                     ))
                 })?;
             }
-            return Ok(id);
+            return match self.erased_since(id).await? {
+                Some(r) => Ok(r.new),
+                None => Ok(id),
+            };
         }
         if rev == "HEAD" {
             return Box::pin(self.resolve_stored(super::DEFAULT_BRANCH)).await;
         }
         if let Some((branch, time)) = rev.split_once('@') {
-            let branch = match branch {
-                "" | "HEAD" => super::DEFAULT_BRANCH,
-                b => b,
-            };
-            let t_ms = parse_time(time)?;
-            let log = self.store().ref_log(RefKind::Branch, branch).await?;
-            if log.is_empty() {
-                return Err(Error::UnknownRef {
-                    kind: "branch",
-                    name: branch.to_string(),
-                });
-            }
-            return log
-                .iter()
-                .rev()
-                .find(|e| e.time_ms <= t_ms)
-                .and_then(|e| e.target)
-                .ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "branch '{branch}' named no version at {time}; its first commit is later"
-                    ))
-                });
+            let at = self.at_time(branch, time).await?;
+            return Ok(self.erased_since(at).await?.map_or(at, |r| r.new));
         }
         let tag = self.store().ref_head(RefKind::Tag, rev).await?;
         let branch = self.store().ref_head(RefKind::Branch, rev).await?;
@@ -186,6 +186,75 @@ impl Repo {
             [] => Err(unknown()),
             [one] => Ok(*one),
             many => Err(ambiguous(rev, many)),
+        }
+    }
+
+    /// The version a branch named at a time, as its ref log says: the
+    /// version as it was then, which an erasure may have replaced since.
+    async fn at_time(&self, branch: &str, time: &str) -> Result<VersionId> {
+        let branch = match branch {
+            "" | "HEAD" => super::DEFAULT_BRANCH,
+            b => b,
+        };
+        let t_ms = parse_time(time)?;
+        let log = self.store().ref_log(RefKind::Branch, branch).await?;
+        if log.is_empty() {
+            return Err(self.unknown_ref(RefKind::Branch, branch).await);
+        }
+        log.iter()
+            .rev()
+            .find(|e| e.time_ms <= t_ms)
+            .and_then(|e| e.target)
+            .ok_or_else(|| Error::NoVersionAt {
+                branch: branch.to_string(),
+                time: time.to_string(),
+                first: log
+                    .iter()
+                    .find(|e| e.target.is_some())
+                    .and_then(|e| chrono::DateTime::from_timestamp_millis(e.time_ms))
+                    .map_or_else(|| "no time".into(), |d| d.to_rfc3339()),
+            })
+    }
+
+    /// The erasures that replaced `id` when its record is gone because
+    /// of them; `None` when it is stored. A version gc expired is
+    /// [`Error::Expired`]; a record missing for another reason stays the
+    /// error it is.
+    pub(crate) async fn erased_since(&self, id: VersionId) -> Result<Option<Replaced>> {
+        match self.version(&id).await {
+            Ok(_) => Ok(None),
+            Err(e) if e.is_missing() => match self.replaced(&id.to_string()).await? {
+                Some(r) => Ok(Some(r)),
+                None => match self.tombstone(&id).await? {
+                    Some(t) => Err(Error::expired(&t)),
+                    None => Err(e),
+                },
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Error::Expired`] for the one expired version whose id starts with
+    /// `prefix`, if there is one.
+    async fn expired_by_prefix(&self, prefix: &str) -> Result<Option<Error>> {
+        let lower = prefix.to_ascii_lowercase();
+        let ids: Vec<VersionId> = self
+            .store()
+            .list_docs("tombstones")
+            .await?
+            .iter()
+            .filter_map(|p| {
+                p.strip_prefix("tombstones/")?
+                    .strip_suffix(".json")?
+                    .parse()
+                    .ok()
+            })
+            .filter(|v: &VersionId| v.to_string().starts_with(&lower))
+            .collect();
+        match ids.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(self.tombstone(one).await?.map(|t| Error::expired(&t))),
+            many => Err(ambiguous(prefix, many)),
         }
     }
 

@@ -191,9 +191,14 @@ impl Repo {
         opts: &CommitOptions,
     ) -> Result<CommitResult> {
         let mut retry = Retry::new(&opts.branch, opts.retry_for);
+        // Blobs earlier attempts created (see `Repo::commit`).
+        let mut earlier = std::collections::HashSet::new();
         loop {
             retry.next().await?;
-            match self.attempt_streamed(table, input, opts).await? {
+            match self
+                .attempt_streamed(table, input, opts, &mut earlier)
+                .await?
+            {
                 Streamed::Landed(done) => return Ok(*done),
                 Streamed::Lost => continue,
                 Streamed::Whole => {
@@ -211,6 +216,7 @@ impl Repo {
         table: &str,
         input: &dyn CommitInput,
         opts: &CommitOptions,
+        earlier: &mut std::collections::HashSet<tablepin_format::ObjectId>,
     ) -> Result<Streamed> {
         let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
         let (parent_id, parent_tables, parent) = self.parent_of(&head, table, opts).await?;
@@ -246,7 +252,7 @@ impl Repo {
         };
         Ok(
             match self
-                .write_commit_after(table, planned, &done.written, opts)
+                .write_commit_after(table, planned, &done.written, opts, earlier)
                 .await?
             {
                 Some(r) => Streamed::Landed(Box::new(r)),

@@ -462,6 +462,11 @@ impl DataFile {
         Ok(Self { blob, bytes, meta })
     }
 
+    /// The file's own schema, as stored.
+    pub(crate) fn schema(&self) -> SchemaRef {
+        self.meta.schema().clone()
+    }
+
     /// Rows in the file.
     pub(crate) fn rows(&self) -> usize {
         self.meta.metadata().file_metadata().num_rows().max(0) as usize

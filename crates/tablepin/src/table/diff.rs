@@ -283,7 +283,8 @@ fn changed_pairs(
 }
 
 /// The two sides of a diff in one schema: the columns both have, in the
-/// newer version's order and type.
+/// newer version's order, each in a type that holds both sides' values
+/// (`types::common_type`: the newer type unless the older holds more).
 pub(crate) struct Aligned {
     pub(crate) schema: SchemaRef,
     pub(crate) old: RecordBatch,
@@ -291,7 +292,8 @@ pub(crate) struct Aligned {
     pub(crate) columns: ColumnChange,
 }
 
-/// Brings both sides to the columns they share (in the newer type).
+/// Brings both sides to the columns they share, each cast to a type that
+/// holds both sides' values, so a retyped column's changes are all seen.
 pub(crate) fn align(
     old_schema: &SchemaRef,
     old: &[RecordBatch],
@@ -304,10 +306,12 @@ pub(crate) fn align(
     for (j, f) in new_schema.fields().iter().enumerate() {
         match old_schema.index_of(f.name()) {
             Ok(i) => {
-                if old_schema.field(i).data_type() != f.data_type() {
+                let was = old_schema.field(i).data_type();
+                if was != f.data_type() {
                     columns.retyped.push(f.name().clone());
                 }
-                fields.push(Field::new(f.name(), f.data_type().clone(), true));
+                let compared_as = super::types::common_type(was, f.data_type());
+                fields.push(Field::new(f.name(), compared_as, true));
                 from_old.push(i);
                 from_new.push(j);
             }
@@ -470,17 +474,60 @@ mod tests {
         assert!(c.changed.is_empty());
     }
 
+    fn aligned(old: &RecordBatch, new: &RecordBatch) -> Aligned {
+        align(
+            &old.schema(),
+            std::slice::from_ref(old),
+            &new.schema(),
+            std::slice::from_ref(new),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_retyped_column_is_compared_in_a_type_holding_both_sides() {
+        use arrow::array::Float64Array;
+        let side = |name: &str, col: ArrayRef| {
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new(name, col.data_type().clone(), true),
+            ]));
+            let ids: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
+            RecordBatch::try_new(schema, vec![ids, col]).unwrap()
+        };
+        // 49.5 became 49; 2.0 became 2 (the same value); "x" became 11.
+        let cases: [(ArrayRef, ArrayRef, u64, &str); 2] = [
+            (
+                Arc::new(Float64Array::from(vec![49.5, 2.0, 3.0])),
+                Arc::new(Int64Array::from(vec![49, 2, 3])),
+                1,
+                "| modified  | 1       | 1     | 49.5   | 49.0 |",
+            ),
+            (
+                Arc::new(StringArray::from(vec!["x", "2", "3"])),
+                Arc::new(Int64Array::from(vec![11, 2, 3])),
+                1,
+                "| modified  | 1       | 1     | x      | 11   |",
+            ),
+        ];
+        for (old, new, modified, line) in cases {
+            let a = aligned(&side("q", old), &side("q", new));
+            assert_eq!(a.columns.retyped, vec!["q".to_string()]);
+            let c = compare(&[0], &a.old, &a.new).unwrap();
+            assert_eq!(DiffCounts::of(&a, &c).modified, modified);
+            let rows = rows_batch(&a, &c).unwrap();
+            let text = arrow::util::pretty::pretty_format_batches(&[rows])
+                .unwrap()
+                .to_string();
+            assert!(text.contains(line), "{text}");
+        }
+    }
+
     #[test]
     fn rows_batch_pairs_from_and_to() {
         let old = batch(&[1, 2], &[Some("a"), Some("b")]);
         let new = batch(&[2, 3], &[Some("B"), Some("c")]);
-        let a = align(
-            &old.schema(),
-            std::slice::from_ref(&old),
-            &new.schema(),
-            std::slice::from_ref(&new),
-        )
-        .unwrap();
+        let a = aligned(&old, &new);
         let c = compare(&[0], &a.old, &a.new).unwrap();
         let rows = rows_batch(&a, &c).unwrap();
         let text = arrow::util::pretty::pretty_format_batches(&[rows])

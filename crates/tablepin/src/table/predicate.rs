@@ -47,6 +47,19 @@ pub(crate) fn df_message(e: &datafusion::error::DataFusionError) -> String {
     s.to_string()
 }
 
+/// True when DataFusion refused an expression for naming a column the
+/// schema lacks.
+fn is_missing_field(e: &datafusion::error::DataFusionError) -> bool {
+    use datafusion::common::SchemaError;
+    use datafusion::error::DataFusionError as D;
+    match e {
+        D::SchemaError(inner, _) => matches!(**inner, SchemaError::FieldNotFound { .. }),
+        D::Context(_, inner) => is_missing_field(inner),
+        D::Diagnostic(_, inner) => is_missing_field(inner),
+        _ => false,
+    }
+}
+
 /// The error of a predicate that does not fit a table.
 fn bad<'a>(table: &'a str, text: &'a str) -> impl Fn(String) -> Error + 'a {
     move |why| {
@@ -75,6 +88,27 @@ impl Predicate {
             .parse_sql_expr(text, &df_schema)
             .map_err(|e| bad(df_message(&e)))?;
         Self::build(table, text, expr, schema)
+    }
+
+    /// [`Predicate::compile`] over a schema that may lack the columns the
+    /// predicate names (an old version's, before a column was added, or
+    /// after it was dropped): `None` then, as no row of that schema can
+    /// match. Other errors stay errors.
+    pub(crate) fn compile_if_applies(
+        table: &str,
+        text: &str,
+        schema: &SchemaRef,
+    ) -> Result<Option<Self>> {
+        let df_schema = DFSchema::try_from(schema.as_ref().clone())
+            .map_err(|e| bad(table, text)(df_message(&e)))?;
+        match context().parse_sql_expr(text, &df_schema) {
+            Err(e) if is_missing_field(&e) => Ok(None),
+            Err(e) => Err(bad(table, text)(df_message(&e))),
+            Ok(expr) => match Self::build(table, text, expr, schema) {
+                Ok(p) => Ok(Some(p)),
+                Err(e) => Err(e),
+            },
+        }
     }
 
     /// Type-checks a DataFusion expression over `schema` (its columns

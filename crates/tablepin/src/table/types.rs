@@ -87,6 +87,63 @@ fn same_logical(a: &DataType, b: &DataType) -> bool {
     }
 }
 
+/// The type a diff compares a column in when its type changed between
+/// two versions: one that holds every value of both sides, so a change
+/// of type neither hides a change of value (Float64 49.5 read as Int64
+/// would be 49) nor loses the old value (text `x` read as Int64 would be
+/// null). The newer type when it holds the older one's values; a float
+/// for mixed numbers, a decimal for integers of two families or decimals;
+/// text for any other pair arrow can write as text.
+pub(crate) fn common_type(old: &DataType, new: &DataType) -> DataType {
+    use DataType as D;
+    let finer = |a: &arrow::datatypes::TimeUnit, b: &arrow::datatypes::TimeUnit| {
+        use arrow::datatypes::TimeUnit as U;
+        let n = |u: &U| match u {
+            U::Second => 0,
+            U::Millisecond => 1,
+            U::Microsecond => 2,
+            U::Nanosecond => 3,
+        };
+        if n(a) > n(b) {
+            *a
+        } else {
+            *b
+        }
+    };
+    match (old, new) {
+        _ if old == new => return new.clone(),
+        (D::Timestamp(a, tz1), D::Timestamp(b, tz2)) if tz1 == tz2 => {
+            return D::Timestamp(finer(a, b), tz2.clone())
+        }
+        _ => {}
+    }
+    if same_logical(new, old) || widens(old, new) {
+        return new.clone();
+    }
+    if widens(new, old) {
+        return old.clone();
+    }
+    let decimal_scale = |t: &DataType| match t {
+        D::Decimal32(_, s) | D::Decimal64(_, s) | D::Decimal128(_, s) | D::Decimal256(_, s) => {
+            Some(*s)
+        }
+        _ => None,
+    };
+    let float = |t: &DataType| matches!(rank(t), Some((2, _)));
+    let number = |t: &DataType| rank(t).is_some() || decimal_scale(t).is_some();
+    if number(old) && number(new) {
+        if float(old) || float(new) {
+            return D::Float64;
+        }
+        let scale = decimal_scale(old).max(decimal_scale(new)).unwrap_or(0);
+        return D::Decimal128(38, scale);
+    }
+    if can_cast_types(old, &D::Utf8) && can_cast_types(new, &D::Utf8) {
+        return D::Utf8;
+    }
+    new.clone()
+}
+
 /// How an input column of type `input` fits a table column of type `table`.
 pub(crate) fn fit(table: &DataType, input: &DataType) -> Fit {
     if table == input {
@@ -127,6 +184,44 @@ pub(crate) fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordB
     RecordBatch::try_new_with_options(Arc::clone(schema), cols, &options).map_err(|e| e.to_string())
 }
 
+/// The content hash of rows as a table of `schema` holds them: each
+/// column read as the table's type when no value changes (as a commit
+/// with `cast` reads its input), so rows that came back through pandas
+/// (nullable integers as floats), polars (no timestamp in seconds) or any
+/// other reader hash as the version they were read from does. The
+/// columns must be the schema's, by name, in any order.
+pub fn content_hash_as(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> crate::Result<tablepin_format::ContentHash> {
+    let bad = |m: String| crate::Error::InvalidArgument(m);
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        let mut have: Vec<&str> = b
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let mut want: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        have.sort_unstable();
+        want.sort_unstable();
+        if have != want {
+            return Err(bad(format!(
+                "the rows have the columns [{}], and the schema [{}]; hash the same columns",
+                have.join(", "),
+                want.join(", ")
+            )));
+        }
+        let (_, canonical) = crate::files::normalize(&b.schema(), vec![b.clone()])
+            .map_err(crate::Error::arrow("reading the rows to hash"))?;
+        for c in canonical {
+            out.push(conform(&c, schema).map_err(bad)?);
+        }
+    }
+    Ok(tablepin_rowhash::content_hash(&out)?)
+}
+
 /// `col` cast to `to`, refused when any value changes.
 fn exact_cast(name: &str, col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
     let from = col.data_type();
@@ -156,6 +251,32 @@ fn exact_cast(name: &str, col: &ArrayRef, to: &DataType) -> Result<ArrayRef, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_diff_compares_a_retyped_column_in_a_type_holding_both_sides() {
+        use arrow::datatypes::TimeUnit as U;
+        use DataType as D;
+        let cases = [
+            (D::Float64, D::Int64, D::Float64),
+            (D::Int64, D::Float64, D::Float64),
+            (D::Int32, D::Int64, D::Int64),
+            (D::Int64, D::Int32, D::Int64),
+            (D::UInt64, D::Int64, D::Decimal128(38, 0)),
+            (D::Decimal128(10, 2), D::Int64, D::Decimal128(38, 2)),
+            (D::Utf8, D::Int64, D::Utf8),
+            (D::Int64, D::Utf8, D::Utf8),
+            (D::Boolean, D::Int64, D::Utf8),
+            (D::LargeUtf8, D::Utf8, D::Utf8),
+            (
+                D::Timestamp(U::Millisecond, None),
+                D::Timestamp(U::Second, None),
+                D::Timestamp(U::Millisecond, None),
+            ),
+        ];
+        for (old, new, want) in cases {
+            assert_eq!(common_type(&old, &new), want, "{old} -> {new}");
+        }
+    }
     use arrow::array::{
         DictionaryArray, Float64Array, Int32Array, Int64Array, LargeStringArray, StringArray,
         TimestampMicrosecondArray, TimestampSecondArray,

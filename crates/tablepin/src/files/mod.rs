@@ -18,6 +18,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{Error, Result};
 
+mod write;
+pub use write::{can_write, write_table_file, OutputFormat, TableFileWriter};
+
 /// The formats a table file can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileFormat {
@@ -234,7 +237,7 @@ pub fn read_table_file_with(
         std::io::stdin()
             .read_to_end(&mut buf)
             .map_err(|e| err(e.to_string()))?;
-        read_ipc(Cursor::new(buf)).map_err(&err)?
+        read_piped(buf, opts).map_err(&err)?
     } else {
         let p = Path::new(path);
         if !p.exists() {
@@ -279,8 +282,8 @@ fn csv_format(path: &str, opts: &ReadOptions) -> (bool, arrow::csv::reader::Form
 }
 
 /// A Parquet file's schema and a reader of its batches.
-fn parquet_reader(
-    file: File,
+fn parquet_reader<T: parquet::file::reader::ChunkReader + 'static>(
+    file: T,
 ) -> std::result::Result<
     (
         SchemaRef,
@@ -298,7 +301,45 @@ fn parquet_reader(
     Ok((schema, reader))
 }
 
-fn read_parquet(file: File) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
+/// Reads a table piped in on standard input, told by its first bytes:
+/// Parquet (`PAR1`), an Arrow IPC file (`ARROW1`) or stream (a
+/// continuation marker), gzipped CSV, or else CSV text (tab-separated
+/// when its header line has tabs and no commas, unless a delimiter is
+/// given).
+fn read_piped(
+    buf: Vec<u8>,
+    opts: &ReadOptions,
+) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
+    if buf.starts_with(b"PAR1") {
+        return read_parquet(bytes::Bytes::from(buf));
+    }
+    if buf.starts_with(b"ARROW1") || buf.starts_with(&[0xff, 0xff, 0xff, 0xff]) {
+        return read_ipc(Cursor::new(buf));
+    }
+    let text = if buf.starts_with(&[0x1f, 0x8b]) {
+        let mut raw = Vec::new();
+        flate2::read::MultiGzDecoder::new(Cursor::new(buf))
+            .read_to_end(&mut raw)
+            .map_err(|e| format!("not valid gzip: {e}"))?;
+        raw
+    } else {
+        buf
+    };
+    if text.is_empty() {
+        return Err("standard input is empty: pipe in CSV, Parquet or Arrow IPC".into());
+    }
+    let header = text.split(|b| *b == b'\n').next().unwrap_or_default();
+    let tabs = header.contains(&b'\t') && !header.contains(&b',');
+    let delimiter = opts.delimiter.unwrap_or(if tabs { b'\t' } else { b',' });
+    let format = arrow::csv::reader::Format::default()
+        .with_header(true)
+        .with_delimiter(delimiter);
+    read_csv(text, format)
+}
+
+fn read_parquet<T: parquet::file::reader::ChunkReader + 'static>(
+    file: T,
+) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
     let (schema, reader) = parquet_reader(file)?;
     let batches = reader
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -391,158 +432,4 @@ pub fn normalize(
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok((out_schema, out))
-}
-
-/// The schema a Parquet export is written with: timestamps in seconds as
-/// milliseconds (the same instants; Parquet cannot say "seconds").
-fn parquet_schema(schema: &SchemaRef) -> SchemaRef {
-    use arrow::datatypes::TimeUnit;
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            DataType::Timestamp(TimeUnit::Second, tz) => f
-                .as_ref()
-                .clone()
-                .with_data_type(DataType::Timestamp(TimeUnit::Millisecond, tz.clone())),
-            _ => f.as_ref().clone(),
-        })
-        .collect();
-    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
-}
-
-/// Writes batches to a file whose extension names the format.
-pub fn write_table_file(path: &str, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<()> {
-    let mut w = TableFileWriter::create(path, schema)?;
-    for b in batches {
-        w.write(b)?;
-    }
-    w.finish()
-}
-
-/// A table file written a batch at a time. The rows go to a temporary file
-/// beside `path`, which [`TableFileWriter::finish`] renames to `path`: a
-/// write that fails or is dropped half-way leaves no file, and does not
-/// touch a file that was there.
-pub struct TableFileWriter {
-    path: String,
-    partial: std::path::PathBuf,
-    schema: SchemaRef,
-    writer: Option<Writer>,
-}
-
-enum Writer {
-    Parquet(parquet::arrow::ArrowWriter<std::io::BufWriter<File>>),
-    Csv(arrow::csv::Writer<std::io::BufWriter<File>>),
-    Ipc(arrow::ipc::writer::FileWriter<std::io::BufWriter<File>>),
-}
-
-impl TableFileWriter {
-    /// Starts a file whose extension names the format (.parquet, .csv,
-    /// .arrow or .feather).
-    pub fn create(path: &str, schema: &SchemaRef) -> Result<Self> {
-        let err = output_error(path);
-        let format = FileFormat::from_path(path).map_err(|_| {
-            err("unknown file type; name it .parquet, .csv, .arrow or .feather".into())
-        })?;
-        let target = Path::new(path);
-        let name = target
-            .file_name()
-            .ok_or_else(|| err("it names no file".into()))?;
-        let partial = target.with_file_name(format!(
-            ".{}.partial-{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let file = File::create(&partial).map_err(|e| err(e.to_string()))?;
-        let w = std::io::BufWriter::new(file);
-        let mut schema = schema.clone();
-        let writer = match format {
-            FileFormat::Parquet => {
-                // Written for every reader, as pyarrow writes: Parquet has no
-                // timestamp in seconds (pyarrow and pandas read one back as a
-                // bare integer), so those become milliseconds, and the other
-                // types without a Parquet twin (Date64) are coerced.
-                schema = parquet_schema(&schema);
-                let props = parquet::file::properties::WriterProperties::builder()
-                    .set_coerce_types(true)
-                    .build();
-                parquet::arrow::ArrowWriter::try_new(w, schema.clone(), Some(props))
-                    .map(Writer::Parquet)
-                    .map_err(|e| err(e.to_string()))
-            }
-            FileFormat::Csv => Ok(Writer::Csv(
-                arrow::csv::WriterBuilder::new().with_header(true).build(w),
-            )),
-            FileFormat::Ipc => arrow::ipc::writer::FileWriter::try_new(w, &schema)
-                .map(Writer::Ipc)
-                .map_err(|e| err(e.to_string())),
-        };
-        let writer = match writer {
-            Ok(w) => w,
-            Err(e) => {
-                let _ = std::fs::remove_file(&partial);
-                return Err(e);
-            }
-        };
-        Ok(Self {
-            path: path.to_string(),
-            partial,
-            schema,
-            writer: Some(writer),
-        })
-    }
-
-    /// Writes a batch of the schema the file was created with.
-    pub fn write(&mut self, b: &RecordBatch) -> Result<()> {
-        let err = output_error(&self.path);
-        match &mut self.writer {
-            Some(Writer::Parquet(w)) => {
-                let b = if b.schema() == self.schema {
-                    b.clone()
-                } else {
-                    crate::table::types::conform(b, &self.schema).map_err(&err)?
-                };
-                w.write(&b).map_err(|e| err(e.to_string()))
-            }
-            Some(Writer::Csv(w)) => w.write(b).map_err(|e| err(e.to_string())),
-            Some(Writer::Ipc(w)) => w.write(b).map_err(|e| err(e.to_string())),
-            None => Err(Error::Internal(format!(
-                "'{}' was written to after it was finished",
-                self.path
-            ))),
-        }
-    }
-
-    /// Ends the file and puts it at its path.
-    pub fn finish(mut self) -> Result<()> {
-        let err = output_error(&self.path);
-        let buffered = match self.writer.take() {
-            Some(Writer::Parquet(w)) => w.into_inner().map_err(|e| err(e.to_string()))?,
-            Some(Writer::Csv(w)) => w.into_inner(),
-            Some(Writer::Ipc(mut w)) => {
-                w.finish().map_err(|e| err(e.to_string()))?;
-                w.into_inner().map_err(|e| err(e.to_string()))?
-            }
-            None => return Ok(()),
-        };
-        // Flushed here, so a failing disk is an error, not a short file.
-        let file = buffered.into_inner().map_err(|e| err(e.to_string()))?;
-        file.sync_all().map_err(|e| err(e.to_string()))?;
-        std::fs::rename(&self.partial, &self.path).map_err(|e| err(e.to_string()))
-    }
-}
-
-impl Drop for TableFileWriter {
-    fn drop(&mut self) {
-        // Not finished (a failure or a drop half-way), or already renamed.
-        let _ = std::fs::remove_file(&self.partial);
-    }
-}
-
-fn output_error(path: &str) -> impl Fn(String) -> Error + '_ {
-    move |message| Error::Output {
-        path: path.to_string(),
-        message,
-    }
 }
