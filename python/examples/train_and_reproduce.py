@@ -50,7 +50,7 @@ def main(workdir: str) -> None:
     with mlflow.start_run() as run:
         rows = repo.read("sales", rev="train-v1")
         coef = train(rows, seed)
-        tpm.log_input(repo, "train-v1", "sales", seed=seed)
+        tpm.log_input(repo, "sales", "train-v1", seed=seed)
         mlflow.log_params({f"coef_{i}": f"{c:.17g}" for i, c in enumerate(coef)})
     print(f"trained run {run.info.run_id} on {rows.num_rows} rows: coef {coef}")
 

@@ -463,11 +463,16 @@ class Repo:
         keep_within: _dt.timedelta | float | None = None,
         keep_tags: bool = True,
         grace: _dt.timedelta | float = _dt.timedelta(hours=1),
+        sole_writer: bool = False,
     ) -> GcPlan:
         """Plans retention: keep the last `keep_last` versions of each
         branch, those younger than `keep_within`, and (by default) every
-        tagged version. Nothing is deleted until `.apply()`."""
-        return GcPlan(self._repo.gc_plan(keep_last, _ms(keep_within), keep_tags, _ms(grace)))
+        tagged version. Nothing is deleted until `.apply()`.
+
+        Unreferenced blobs younger than `grace` are spared (a commit may be
+        writing them); a grace under 10 minutes needs `sole_writer=True`,
+        the caller's word that no other process writes meanwhile."""
+        return GcPlan(self._repo.gc_plan(keep_last, _ms(keep_within), keep_tags, _ms(grace), sole_writer))
 
     def erase(self, table: str, where: str, reason: str) -> ErasePlan:
         """Plans erasing the rows of `table` that `where` (an SQL condition)

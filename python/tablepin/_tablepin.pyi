@@ -72,7 +72,12 @@ class _Repo:
     def verify_erased(self) -> str: ...
     def audit(self) -> str: ...
     def gc_plan(
-        self, keep_last: int | None, keep_within_ms: int | None, keep_tags: bool, grace_ms: int
+        self,
+        keep_last: int | None,
+        keep_within_ms: int | None,
+        keep_tags: bool,
+        grace_ms: int,
+        sole_writer: bool = False,
     ) -> _GcPlan: ...
     def erase_plan(self, table: str, predicate: str, reason: str) -> _ErasePlan: ...
 

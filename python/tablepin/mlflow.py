@@ -117,13 +117,14 @@ def _source_class() -> type:
 
 def log_input(
     repo: Repo,
-    rev: str,
     table: str,
+    rev: str = "main",
     context: str = "training",
     seed: int | None = None,
 ) -> InputRecord:
     """Records, in the active MLflow run, the version of `table` that `rev`
-    names and the proof of its rows (see the module's docs)."""
+    names and the proof of its rows (see the module's docs). The arguments
+    come in `Repo.read`'s order: the table, then the revision."""
     import mlflow
     from mlflow.data.meta_dataset import MetaDataset
 

@@ -46,7 +46,7 @@ def test_a_run_records_the_version_and_reads_back_exactly_its_rows(tmp_path, tra
     # The live table moves on: a late return changes an old row.
     repo.commit("sales", pa.table({"id": [7], "customer": ["c7"], "returned": [1]}), mode="upsert")
     with mlflow.start_run() as run:
-        rec = tpm.log_input(repo, "train-v1", "sales", seed=42)
+        rec = tpm.log_input(repo, "sales", "train-v1", seed=42)
     assert rec.version == v.version and rec.tag == "train-v1"
 
     r = MlflowClient().get_run(run.info.run_id)
@@ -87,7 +87,7 @@ def test_an_erasure_since_is_named_and_read_only_when_asked(tmp_path, tracking):
     v = repo.commit("sales", sales(), key="id")
     repo.tag("train-v1")
     with mlflow.start_run() as run:
-        tpm.log_input(repo, "train-v1", "sales")
+        tpm.log_input(repo, "sales", "train-v1")
     repo.erase("sales", "customer = 'alice'", reason="request 17").apply()
     with pytest.raises(tpm.RowsErased, match=r"rewritten by erasure \(audit record 1\)") as e:
         tpm.load_input(run.info.run_id)
@@ -104,7 +104,7 @@ def test_a_damaged_blob_is_named(tmp_path, tracking):
     repo = tablepin.Repo.init(tmp_path / "r")
     repo.commit("sales", sales(), key="id")
     with mlflow.start_run() as run:
-        tpm.log_input(repo, "main", "sales")
+        tpm.log_input(repo, "sales", "main")
     data = [p for p in (tmp_path / "r" / "objects").rglob("*") if p.is_file() and p.read_bytes()[:4] == b"PAR1"]
     assert len(data) == 1
     raw = bytearray(data[0].read_bytes())
@@ -118,9 +118,9 @@ def test_wrong_calls_say_what_to_do(tmp_path, tracking):
     repo = tablepin.Repo.init(tmp_path / "r")
     repo.commit("sales", sales(10), key="id")
     with pytest.raises(tablepin.Error, match="no active MLflow run"):
-        tpm.log_input(repo, "main", "sales")
+        tpm.log_input(repo, "sales", "main")
     with mlflow.start_run() as run:
         with pytest.raises(tablepin.NotFound, match=r"has no table 'nope' \(tables: sales\)"):
-            tpm.log_input(repo, "main", "nope")
+            tpm.log_input(repo, "nope", "main")
     with pytest.raises(tablepin.NotFound, match="recorded no tablepin input"):
         tpm.load_input(run.info.run_id)

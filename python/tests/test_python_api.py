@@ -158,7 +158,7 @@ def test_verify_gc_and_erase_plan_then_apply(tmp_path):
     for i in range(3):
         repo.commit("t", pa.table({"id": [1000 + i], "who": ["y"]}), mode="append")
     assert repo.verify().ok
-    plan = repo.gc(keep_last=1, grace=0)
+    plan = repo.gc(keep_last=1, grace=0, sole_writer=True)
     assert plan.versions_expired == 2 and "GcPlan(" in repr(plan)
     report = plan.apply()
     assert report.tombstones == 2

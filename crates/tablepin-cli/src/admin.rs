@@ -23,6 +23,7 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
         keep_within_ms: a.keep_within.map(|d| d.as_millis() as i64),
         keep_tags: !a.no_keep_tags,
         grace_ms: a.grace.as_millis() as i64,
+        sole_writer: a.sole_writer,
         now_ms: None,
     };
     if a.dry_run {

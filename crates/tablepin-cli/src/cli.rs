@@ -394,9 +394,14 @@ pub struct GcArgs {
     #[arg(long)]
     pub no_keep_tags: bool,
     /// Unreferenced blobs younger than this are left alone (a commit may be
-    /// writing them).
+    /// writing them). At least 10m, unless --sole-writer.
     #[arg(long, default_value = "1h", value_name = "DURATION")]
     pub grace: humantime::Duration,
+    /// No other process writes to the repository while this gc runs, so a
+    /// grace shorter than 10m (down to 0s) cannot delete the files of a
+    /// commit still landing.
+    #[arg(long)]
+    pub sole_writer: bool,
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -785,6 +785,9 @@ fn export_target(a: &ExportArgs) -> Result<Option<tablepin::files::OutputFormat>
             check_output("export to", path)?;
             Ok(None)
         }
+        (_, Some(other)) if OutputFormat::of_name(other).is_none() => Err(usage(format!(
+            "--format takes delta (or, with -o - for standard output, csv, tsv, csv.gz, tsv.gz, parquet or arrow), not '{other}'"
+        ))),
         (_, Some(other)) => Err(usage(format!(
             "--format {other} goes with -o - (standard output); a file's name tells its format ({formats})"
         ))),

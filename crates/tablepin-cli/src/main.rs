@@ -136,6 +136,11 @@ fn in_flags(e: &tablepin::Error) -> Option<String> {
             "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs --mode overwrite"
         ),
         E::NoReason => "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
+        E::ShortGrace { grace_ms, min_ms } => format!(
+            "--grace {} s could delete the files of a commit still landing; give --grace {}m or more, or pass --sole-writer when no other process writes to this repository while gc runs",
+            grace_ms / 1000,
+            min_ms / 60_000
+        ),
         E::KeepNone => "--keep-last 0 would expire every branch head, which gc always keeps; use --keep-last 1 or more".into(),
         E::TagAndBranch { rev, tag, branch } => format!(
             "'{rev}' names both a tag (at {tag}) and a branch (at {branch}); rename one of them (`tablepin tag --delete {rev}` and tag again under another name)"

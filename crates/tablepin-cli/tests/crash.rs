@@ -156,7 +156,7 @@ fn a_gc_killed_at_any_write_leaves_every_stored_version_whole() {
             .ok();
     }
     let head = base.head();
-    let args = ["gc", "--keep-last", "1", "--grace", "0s"];
+    let args = ["gc", "--keep-last", "1", "--grace", "0s", "--sole-writer"];
     let writes = kill_at_every_write(&base, &args, |p, _| {
         assert_eq!(p.head(), head);
         // Running it again finishes the job, and the head is whole.

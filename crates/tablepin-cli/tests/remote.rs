@@ -160,7 +160,7 @@ fn every_command_works(repo: &str) {
     ok(&once(
         &p,
         repo,
-        &["gc", "--keep-last", "1", "--grace", "0s"],
+        &["gc", "--keep-last", "1", "--grace", "0s", "--sole-writer"],
     ));
     ok(&once(&p, repo, &["verify", "--erased"]));
     ok(&once(&p, repo, &["verify"]));
@@ -311,7 +311,7 @@ fn writers_racing_gc_and_erase(repo: &str) {
         std::thread::spawn(move || {
             let mut runs = 0;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let o = tablepin(&dir, &repo, &["gc", "--keep-last", "3", "--grace", "5s"])
+                let o = tablepin(&dir, &repo, &["gc", "--keep-last", "3", "--grace", "10m"])
                     .output()
                     .unwrap();
                 // A gc may find a lease held by the erase, and say so.
@@ -417,7 +417,7 @@ fn fault_run(repo: &str, faults: u64) {
             3 => vec!["cat", "main", "events", "--limit", "5"],
             4 => vec!["export", "main", "events", "-o", &out],
             5 => vec!["log"],
-            6 => vec!["gc", "--keep-last", "4", "--grace", "5s"],
+            6 => vec!["gc", "--keep-last", "4", "--grace", "5s", "--sole-writer"],
             _ => vec!["erase", "events", "--where", &pred, "--reason", "fault run"],
         }
         .into_iter()

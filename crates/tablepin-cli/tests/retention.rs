@@ -75,8 +75,16 @@ fn erase_and_gc_errors_change_nothing() {
     p.fails_unchanged(&["gc", "--keep-last", "0"], 2, "--keep-last 0");
     // Dry runs change nothing either.
     let before = p.fingerprint();
-    p.run(&["gc", "--keep-last", "1", "--grace", "0s", "--dry-run"])
-        .ok();
+    p.run(&[
+        "gc",
+        "--keep-last",
+        "1",
+        "--grace",
+        "0s",
+        "--sole-writer",
+        "--dry-run",
+    ])
+    .ok();
     p.run(&[
         "erase",
         "sales",
@@ -266,7 +274,8 @@ fn an_erase_killed_at_any_write_leaves_a_tagged_version_past_a_tombstone_whole()
     let base = Project::new();
     history(&base, 4);
     base.run(&["tag", "trained", "main~2"]).ok();
-    base.run(&["gc", "--keep-last", "1", "--grace", "0s"]).ok();
+    base.run(&["gc", "--keep-last", "1", "--grace", "0s", "--sole-writer"])
+        .ok();
     let v = base.run(&["--json", "verify"]);
     v.ok();
     assert!(v.stdout.contains("\"expired\": 2"), "{}", v.stdout);

@@ -317,8 +317,16 @@ fn gc_refuses_in_the_plan_too_when_a_kept_blob_is_missing_or_empty() {
             "has 0 bytes where its snapshot records".to_string()
         };
         for args in [
-            &["gc", "--keep-last", "1", "--grace", "0s", "--dry-run"][..],
-            &["gc", "--keep-last", "1", "--grace", "0s"],
+            &[
+                "gc",
+                "--keep-last",
+                "1",
+                "--grace",
+                "0s",
+                "--sole-writer",
+                "--dry-run",
+            ][..],
+            &["gc", "--keep-last", "1", "--grace", "0s", "--sole-writer"],
         ] {
             let r = p.fails_unchanged(args, 5, "gc changed nothing: data file");
             assert!(r.stderr.contains(&want), "{damage}: {}", r.stderr);
@@ -884,7 +892,7 @@ fn leftovers_of_interrupted_writes_are_listed_by_verify_and_removed_by_gc() {
     // Young: a write may still be under way.
     p.run(&["gc"]).ok();
     assert!(left.exists());
-    let gc = json(&p.run(&["--json", "gc", "--grace", "0s"]));
+    let gc = json(&p.run(&["--json", "gc", "--grace", "0s", "--sole-writer"]));
     assert_eq!(gc["leftovers_deleted"], 1, "{gc}");
     assert!(!left.exists());
     p.run(&["verify"]).ok();
@@ -1021,7 +1029,8 @@ fn a_version_gc_expired_is_said_to_be_expired_not_damaged() {
     p.run(&["branch", "dev", "main~2"]).ok();
     let dev = id_of(&p, "dev");
     p.run(&["branch", "--delete", "dev"]).ok();
-    p.run(&["gc", "--keep-last", "1", "--grace", "0s"]).ok();
+    p.run(&["gc", "--keep-last", "1", "--grace", "0s", "--sole-writer"])
+        .ok();
     for args in [
         &["show", "main~1"][..],
         &["show", &old[..12]],
@@ -1093,7 +1102,8 @@ fn no_command_leaves_an_empty_folder_or_a_lease_half_taken() {
     p.run(&["erase", "sales", "--where", "nosuch = 1", "--reason", "x"]);
     p.run(&["erase", "sales", "--where", "id = 3", "--reason", "GDPR"])
         .ok();
-    p.run(&["gc", "--keep-last", "1", "--grace", "0s"]).ok();
+    p.run(&["gc", "--keep-last", "1", "--grace", "0s", "--sole-writer"])
+        .ok();
     for f in folders(&p) {
         let empty = std::fs::read_dir(p.file(".tablepin").join(&f))
             .unwrap()
@@ -1116,7 +1126,7 @@ fn no_command_leaves_an_empty_folder_or_a_lease_half_taken() {
     );
     // A small repository's rate is not rounded down to nothing.
     assert!(!v.stdout.contains(" at 0 MB/s"), "{}", v.stdout);
-    let gc = json(&p.run(&["--json", "gc", "--grace", "0s"]));
+    let gc = json(&p.run(&["--json", "gc", "--grace", "0s", "--sole-writer"]));
     assert_eq!(gc["leftovers_deleted"], 1, "{gc}");
     assert!(!half.exists() && !locks.exists());
 }
@@ -1230,6 +1240,13 @@ fn tables_pipe_in_to_commit_and_out_of_export_in_every_format() {
         &["export", "main", "sales", "-o", "-", "--format", "xlsx"],
         2,
         "--format takes csv, tsv",
+    );
+    p.fails_unchanged(
+        &[
+            "export", "main", "sales", "-o", "x.csv", "--format", "iceberg",
+        ],
+        2,
+        "--format takes delta (or, with -o - for standard output, csv",
     );
     p.fails_unchanged(
         &[
@@ -1364,4 +1381,22 @@ fn cat_and_sql_print_rows_in_column_order_as_they_come() {
     r.ok();
     assert_eq!(r.stdout.matches("| id ").count(), 3, "{}", &r.stdout[..200]);
     assert!(r.stdout.contains("2500 rows"));
+}
+
+#[test]
+fn a_grace_shorter_than_a_commit_is_refused_unless_no_one_else_writes() {
+    let p = Project::new();
+    three_versions(&p);
+    for grace in ["0s", "5s", "9m"] {
+        let r = p.fails_unchanged(
+            &["gc", "--keep-last", "1", "--grace", grace],
+            2,
+            "could delete the files of a commit still landing",
+        );
+        assert!(r.stderr.contains("--sole-writer"), "{}", r.stderr);
+    }
+    p.run(&["gc", "--keep-last", "1", "--grace", "10m"]).ok();
+    p.run(&["gc", "--keep-last", "1", "--grace", "0s", "--sole-writer"])
+        .ok();
+    p.run(&["verify"]).ok();
 }

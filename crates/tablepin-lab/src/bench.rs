@@ -461,6 +461,7 @@ async fn lab_gc_erase(data: &str, dir: &std::path::Path) -> Result<Value, LabErr
             keep_last,
             keep_tags,
             grace_ms: 0,
+            sole_writer: true,
             ..Default::default()
         };
         let t = Instant::now();

@@ -193,6 +193,7 @@ async fn command_costs(location: &str) -> Result<Value, LabError> {
     repo.gc(&tablepin::GcPolicy {
         keep_last: Some(10),
         grace_ms: 0,
+        sole_writer: true,
         ..Default::default()
     })
     .await?;

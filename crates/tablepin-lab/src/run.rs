@@ -702,6 +702,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
             keep_last,
             keep_tags,
             grace_ms: 0,
+            sole_writer: true,
             ..Default::default()
         };
         let plan = r.gc_plan(&policy).await?;

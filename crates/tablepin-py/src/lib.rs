@@ -123,6 +123,11 @@ fn in_python(e: &tablepin::Error) -> Option<String> {
             "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs mode=\"overwrite\""
         ),
         E::NoReason => "an erasure needs a reason for the audit record: pass reason=\"…\"".into(),
+        E::ShortGrace { grace_ms, min_ms } => format!(
+            "grace={} s could delete the files of a commit still landing; give grace={} or more, or sole_writer=True when no other process writes to this repository while gc runs",
+            grace_ms / 1000,
+            min_ms / 1000
+        ),
         E::KeepNone => "keep_last=0 would expire every branch head, which gc always keeps; use keep_last=1 or more".into(),
         _ => return None,
     })
@@ -579,7 +584,7 @@ impl PyRepo {
     }
 
     /// What retention would delete, as a plan to apply.
-    #[pyo3(signature = (keep_last, keep_within_ms, keep_tags, grace_ms))]
+    #[pyo3(signature = (keep_last, keep_within_ms, keep_tags, grace_ms, sole_writer=false))]
     fn gc_plan(
         &self,
         py: Python<'_>,
@@ -587,12 +592,14 @@ impl PyRepo {
         keep_within_ms: Option<i64>,
         keep_tags: bool,
         grace_ms: i64,
+        sole_writer: bool,
     ) -> PyResult<PyGcPlan> {
         let policy = GcPolicy {
             keep_last,
             keep_within_ms,
             keep_tags,
             grace_ms,
+            sole_writer,
             now_ms: None,
         };
         let repo = self.repo.clone();

@@ -250,6 +250,16 @@ pub enum Error {
         /// The time of its first entry (RFC 3339).
         first: String,
     },
+    /// A gc grace shorter than a commit can take, while other processes
+    /// may be committing: it could delete a commit's new files before the
+    /// commit names them.
+    #[error("a grace of {} s could delete the files of a commit still landing; give {} s or more, or say that no other process writes to the repository while gc runs", grace_ms / 1000, min_ms / 1000)]
+    ShortGrace {
+        /// The grace asked for (ms).
+        grace_ms: i64,
+        /// The shortest allowed (ms).
+        min_ms: i64,
+    },
     /// A version that gc expired: its rows are gone, its tombstone says
     /// what it held.
     #[error("version {version} was expired by gc at {expired} ({reason}); its rows are no longer stored, only what it held: {tables}")]
@@ -455,6 +465,7 @@ impl Error {
             | E::RewriteNeedsOverwrite { .. }
             | E::NoReason
             | E::KeepNone
+            | E::ShortGrace { .. }
             | E::TagAndBranch { .. }
             | E::InvalidName { .. }
             | E::InvalidArgument(_)

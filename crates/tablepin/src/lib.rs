@@ -65,6 +65,7 @@ pub use repo::{
     EraseOptions, ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry,
     LogOptions, NoProgress, Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions,
     RestoreResult, TableDiff, TableRead, TableStream, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS,
+    MIN_GRACE_MS,
 };
 pub use table::plan::{Mode, PlannedBlob, TablePlan};
 pub use table::types::content_hash_as;

@@ -269,6 +269,7 @@ async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
             .unwrap();
         let policy = tablepin::GcPolicy {
             grace_ms: 0,
+            sole_writer: true,
             ..Default::default()
         };
         let plan = other.gc_plan(&policy).await.unwrap();

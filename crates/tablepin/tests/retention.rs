@@ -109,6 +109,7 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
     let policy = GcPolicy {
         keep_last: Some(2),
         grace_ms: 0,
+        sole_writer: true,
         ..Default::default()
     };
     let plan = r.gc_plan(&policy).await.unwrap();
@@ -142,6 +143,7 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
             keep_last: Some(1),
             keep_tags: false,
             grace_ms: 0,
+            sole_writer: true,
             ..Default::default()
         })
         .await
@@ -488,6 +490,7 @@ async fn run_history(steps: Vec<Step>) {
                         keep_last,
                         keep_tags,
                         grace_ms: 0,
+                        sole_writer: true,
                         ..Default::default()
                     })
                     .await
@@ -574,6 +577,7 @@ fn last_one() -> GcPolicy {
     GcPolicy {
         keep_last: Some(1),
         grace_ms: 0,
+        sole_writer: true,
         ..Default::default()
     }
 }

@@ -37,6 +37,12 @@ use super::lease::LeaseKind;
 use super::{now_ms, Repo};
 use crate::error::{Error, Result};
 
+/// The shortest grace a gc takes while other processes may write: longer
+/// than a commit takes between writing its first blob and naming it (a
+/// streamed commit, which can take longer, holds a lease that gc waits
+/// for). A shorter one, down to none, needs `GcPolicy::sole_writer`.
+pub const MIN_GRACE_MS: i64 = 600_000;
+
 /// What retention keeps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GcPolicy {
@@ -46,8 +52,14 @@ pub struct GcPolicy {
     pub keep_within_ms: Option<i64>,
     /// Keep every tagged version.
     pub keep_tags: bool,
-    /// Spare unreferenced blobs younger than this many milliseconds.
+    /// Spare unreferenced blobs younger than this many milliseconds: a
+    /// commit in flight has written its blobs and not yet named them. At
+    /// least [`MIN_GRACE_MS`] unless `sole_writer`.
     pub grace_ms: i64,
+    /// The caller knows that no other process writes to the repository
+    /// while this gc runs, so a grace shorter than a commit can take (down
+    /// to none) deletes nothing a commit still needs.
+    pub sole_writer: bool,
     /// "Now" (ms), for tests and the lab; default the clock.
     pub now_ms: Option<i64>,
 }
@@ -59,6 +71,7 @@ impl Default for GcPolicy {
             keep_within_ms: None,
             keep_tags: true,
             grace_ms: 3_600_000,
+            sole_writer: false,
             now_ms: None,
         }
     }
@@ -69,6 +82,12 @@ impl GcPolicy {
     pub fn validate(&self) -> Result<()> {
         if self.keep_last == Some(0) {
             return Err(Error::KeepNone);
+        }
+        if self.grace_ms < MIN_GRACE_MS && !self.sole_writer {
+            return Err(Error::ShortGrace {
+                grace_ms: self.grace_ms,
+                min_ms: MIN_GRACE_MS,
+            });
         }
         if self.keep_within_ms.is_some_and(|d| d < 0) || self.grace_ms < 0 {
             return Err(Error::InvalidArgument(

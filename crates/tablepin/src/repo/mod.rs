@@ -31,7 +31,7 @@ use tablepin_store::{PutOutcome, Store, StoreError, LOCAL_DIR};
 
 pub use diff::{Diff, RestoreOptions, RestoreResult, TableDiff};
 pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
-pub use gc::{GcPlan, GcPolicy, GcReport, TagFate};
+pub use gc::{GcPlan, GcPolicy, GcReport, TagFate, MIN_GRACE_MS};
 pub use rev::{Replaced, ReplacedBy};
 pub use streamed::CommitInput;
 pub use verify::VerifyReport;
