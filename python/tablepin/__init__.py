@@ -308,6 +308,7 @@ class Repo:
         cast: bool | None = None,
         create_branch: bool = False,
         window_rows: int | None = None,
+        allow_empty: bool = False,
     ) -> Version:
         """Commits rows to `table`: a pyarrow Table or RecordBatchReader, a
         pandas or polars DataFrame, any object with `__arrow_c_stream__`, or
@@ -322,6 +323,10 @@ class Repo:
         does, so memory holds a window rather than the table: a keyed table
         streams when the file's rows are in key order, an unkeyed one when
         appended; other files are committed whole, with the same result.
+
+        A commit that changes nothing makes no version (as git refuses an
+        empty commit): the answer's `empty` is True and its `version` is the
+        branch head. `allow_empty=True` makes one anyway.
 
         `cast` reads input columns as the table's types where they differ,
         when no value changes (a value that would change is refused, named
@@ -347,7 +352,7 @@ class Repo:
             rows, path = _arrow_stream(data), None
         out = self._repo.commit(
             table, rows, path, mode, keys, message, branch,
-            allow_schema_change, cast, create_branch, window_rows,
+            allow_schema_change, cast, create_branch, window_rows, allow_empty,
         )
         return Version._from(_json.loads(out))
 

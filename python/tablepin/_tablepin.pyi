@@ -51,6 +51,7 @@ class _Repo:
         cast: bool,
         create_branch: bool,
         window_rows: int | None,
+        allow_empty: bool = False,
     ) -> str: ...
     def diff(
         self, old: str, new: str, table: str | None = None

@@ -51,12 +51,14 @@ class Version:
     rows: int
     content_hash: str
     change: Change
+    empty: bool = False
+    """Nothing changed: no version was made, `version` is the branch head."""
 
     @classmethod
     def _from(cls, d: dict[str, Any]) -> Version:
         return cls(
             d["version"], d.get("parent"), d["branch"], d["table"], d["rows"],
-            d["content_hash"], Change._from(d["change"]),
+            d["content_hash"], Change._from(d["change"]), d.get("empty", False),
         )
 
 

@@ -118,3 +118,13 @@ def test_a_delta_view_without_deletion_vectors_reads_in_deltalake_s_to_pandas(tm
     cli(tmp_path, "--repo", "repo", "export", "main", "sales", "--format", "delta", "--no-deletion-vectors", "-o", "v2")
     again = deltalake.DeltaTable(str(tmp_path / "v2")).to_pyarrow_table().sort_by("id")
     assert again.cast(want.schema).equals(want)
+
+
+def test_a_commit_that_changes_nothing_makes_no_version_unless_asked(tmp_path):
+    repo = tablepin.Repo.init(str(tmp_path / "repo"))
+    first = repo.commit("sales", sales(), key="id")
+    again = repo.commit("sales", repo.read("sales").to_pandas(), mode="upsert")
+    assert again.empty and again.version == first.version, again
+    assert len(repo.log()) == 1
+    forced = repo.commit("sales", sales(), allow_empty=True)
+    assert not forced.empty and len(repo.log()) == 2

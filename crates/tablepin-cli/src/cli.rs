@@ -183,6 +183,10 @@ pub struct CommitArgs {
     /// committed whole. Not with --dry-run or --plan, which hold the input.
     #[arg(long, default_value_t = tablepin::DEFAULT_WINDOW_ROWS, value_name = "ROWS")]
     pub window_rows: usize,
+    /// Make a version even when FILE changes nothing (by default such a
+    /// commit writes nothing and says so, exit 0, as git does).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// Plan the commit and write nothing: print the rows it adds, changes
     /// and deletes, the blobs it writes and the checks that see it. With
     /// --json the output is the plan, which --plan applies.

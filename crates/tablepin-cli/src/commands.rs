@@ -278,6 +278,14 @@ fn more_rows_than(input: &tablepin::files::TableFile, rows: usize) -> Result<boo
 fn committed(r: &tablepin::CommitResult, mode: Mode, json_out: bool) -> Result<ExitCode> {
     if json_out {
         output::json(r)?;
+    } else if r.empty {
+        outln!(
+            "Nothing to commit: '{}' on {} holds these rows already (version {}, content hash {}); no version made. Pass --allow-empty to make one anyway",
+            r.table,
+            r.branch,
+            r.version.short(12),
+            r.content_hash.short(16)
+        );
     } else {
         let c = &r.change;
         outln!(
@@ -328,6 +336,7 @@ fn commit_options(a: &CommitArgs) -> CommitOptions {
         create_branch: a.create_branch,
         retry_for: a.retry_for.into(),
         window_rows: a.window_rows,
+        allow_empty: a.allow_empty,
     }
 }
 
@@ -813,8 +822,18 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
         Some(format) => tablepin::files::TableFileWriter::stdout(&read.schema, format)?,
         None => tablepin::files::TableFileWriter::create(&a.output, &read.schema)?,
     };
+    // Rows written of the version's, on a terminal (not when the rows go
+    // to standard output).
+    let bar = match to_stdout {
+        None => Some(output::Bar::rows("exporting", read.snapshot.rows)),
+        Some(_) => None,
+    };
     while let Some(batch) = read.next_batch().await {
-        file.write(&batch?)?;
+        let batch = batch?;
+        if let Some(bar) = &bar {
+            bar.inc(batch.num_rows() as u64);
+        }
+        file.write(&batch)?;
         if file.closed() {
             // The reader went away (`| head`): nothing more to write.
             return Ok(ExitCode::SUCCESS);

@@ -98,6 +98,33 @@ impl Bar {
     }
 }
 
+impl Bar {
+    /// A bar of rows done of `total` (hidden when stderr is not a terminal).
+    pub fn rows(what: &str, total: u64) -> Self {
+        let bar = Self::new();
+        let style = ProgressStyle::with_template(
+            "{msg:>20} [{bar:30}] {human_pos}/{human_len} rows ({per_sec})",
+        );
+        if let Ok(s) = style {
+            bar.0.set_style(s.progress_chars("=> "));
+        }
+        bar.0.set_length(total);
+        bar.0.set_message(what.to_string());
+        bar
+    }
+
+    /// `n` more done.
+    pub fn inc(&self, n: u64) {
+        self.0.inc(n);
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
 impl tablepin::Progress for Bar {
     fn begin(&self, what: &str, total: u64) {
         let style = if total > 0 {

@@ -1400,3 +1400,45 @@ fn a_grace_shorter_than_a_commit_is_refused_unless_no_one_else_writes() {
         .ok();
     p.run(&["verify"]).ok();
 }
+
+#[test]
+fn a_commit_that_changes_nothing_makes_no_version_unless_asked() {
+    let p = Project::new();
+    let f = p.write("s.csv", SALES);
+    p.run(&["commit", "sales", &f, "--key", "id"]).ok();
+    let head = id_of(&p, "main");
+    let same = p.write("same.csv", "id,name,qty\n3,plum,7\n1,apple,3\n2,pear,5\n");
+    for args in [
+        &["commit", "sales", &f][..],
+        &["commit", "sales", &same, "-m", "again"],
+        &["commit", "sales", &same, "--mode", "upsert"],
+    ] {
+        let before = p.fingerprint();
+        let r = p.run(args);
+        r.ok();
+        assert!(
+            r.stdout.starts_with("Nothing to commit"),
+            "{args:?}: {}",
+            r.stdout
+        );
+        assert_eq!(before, p.fingerprint(), "{args:?} wrote");
+    }
+    let j = json(&p.run(&["--json", "commit", "sales", &f]));
+    assert_eq!(j["empty"], true);
+    assert_eq!(j["version"], head.as_str());
+    assert_eq!(
+        json(&p.run(&["--json", "log"])).as_array().unwrap().len(),
+        1
+    );
+    let forced = json(&p.run(&["--json", "commit", "sales", &f, "--allow-empty"]));
+    assert_eq!(forced["empty"], false);
+    assert_eq!(
+        json(&p.run(&["--json", "log"])).as_array().unwrap().len(),
+        2
+    );
+    // A change is a version as always.
+    let f = p.write("c.csv", "id,name,qty\n1,apple,4\n2,pear,5\n3,plum,7\n");
+    let changed = json(&p.run(&["--json", "commit", "sales", &f]));
+    assert_eq!(changed["empty"], false);
+    assert_eq!(changed["change"]["rows_changed"], 1);
+}

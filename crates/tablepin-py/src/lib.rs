@@ -336,7 +336,7 @@ impl PyRepo {
     /// CSV file at `path`, read a window of `window_rows` rows at a time
     /// where it streams (`Repo::commit_streamed`); what the commit did
     /// (JSON).
-    #[pyo3(signature = (table, data, path, mode_name, key, message, branch, allow_schema_change, cast, create_branch, window_rows))]
+    #[pyo3(signature = (table, data, path, mode_name, key, message, branch, allow_schema_change, cast, create_branch, window_rows, allow_empty=false))]
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
@@ -352,6 +352,7 @@ impl PyRepo {
         cast: bool,
         create_branch: bool,
         window_rows: Option<usize>,
+        allow_empty: bool,
     ) -> PyResult<String> {
         let opts = CommitOptions {
             mode: mode(mode_name)?,
@@ -362,6 +363,7 @@ impl PyRepo {
             branch: branch.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
             create_branch,
             window_rows: window_rows.unwrap_or(tablepin::DEFAULT_WINDOW_ROWS),
+            allow_empty,
             ..Default::default()
         };
         let repo = self.repo.clone();

@@ -98,6 +98,12 @@ pub struct CommitOptions {
     /// time: an input with more is committed a window at a time, with
     /// memory bounded by the window and not by the table (0: never).
     pub window_rows: usize,
+    /// Make a version even when the commit changes nothing (the table's
+    /// snapshot would be the head's own): true by default here, so that an
+    /// embedder replaying a history (the lab) gets one version per step;
+    /// the command line and Python refuse empty commits by default, as git
+    /// does ([`CommitResult::empty`]).
+    pub allow_empty: bool,
 }
 
 /// [`CommitOptions::window_rows`] by default: eight data files of the
@@ -120,6 +126,7 @@ impl Default for CommitOptions {
             create_branch: false,
             retry_for: std::time::Duration::from_secs(60),
             window_rows: DEFAULT_WINDOW_ROWS,
+            allow_empty: true,
         }
     }
 }
@@ -204,6 +211,10 @@ pub struct CommitResult {
     pub change: TableChange,
     /// Bytes of the version record itself (not in `change.bytes_new`).
     pub version_bytes: u64,
+    /// Nothing changed and nothing was written (the commit did not ask
+    /// for an empty version, [`CommitOptions::allow_empty`]): `version` is
+    /// the branch head, which holds these rows already.
+    pub empty: bool,
 }
 
 /// What one attempt of a commit came to ([`Repo::try_commit`]).
@@ -313,6 +324,41 @@ fn prepare_input(
     crate::files::normalize(schema, batches).map_err(Error::arrow(format!(
         "reading the input of table '{table}'"
     )))
+}
+
+/// The answer to a commit whose table snapshot is the head's own (nothing
+/// changed) when it does not ask for an empty version: no version to make,
+/// the head stands. `None` for any other commit.
+fn unchanged(
+    table: &str,
+    opts: &CommitOptions,
+    parent_id: Option<VersionId>,
+    tables: &BTreeMap<String, ObjectId>,
+    snap_bytes: &[u8],
+    plan: &TablePlan,
+) -> Option<CommitResult> {
+    let head = parent_id.filter(|_| !opts.allow_empty)?;
+    if tables.get(table) != Some(&ObjectId::of(snap_bytes)) {
+        return None;
+    }
+    Some(CommitResult {
+        version: head,
+        parent: Some(head),
+        branch: opts.branch.clone(),
+        table: table.to_string(),
+        rows: plan.snapshot.rows,
+        content_hash: plan.snapshot.content_hash,
+        change: TableChange {
+            rows_added: plan.rows_added,
+            rows_changed: plan.rows_changed,
+            rows_deleted: plan.rows_deleted,
+            bytes_new: 0,
+            blobs_new: 0,
+            checks: plan.checks,
+        },
+        version_bytes: 0,
+        empty: true,
+    })
 }
 
 /// The saved form of a commit planned with `opts`.
@@ -1016,6 +1062,9 @@ impl Repo {
         // at once; all of them end before the version that names them
         // is written.
         let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
+        if let Some(same) = unchanged(table, opts, parent_id, &tables, &snap_bytes, &plan) {
+            return Ok(Some(same));
+        }
         let started = std::time::Instant::now();
         let (written, out) = futures::try_join!(
             futures::future::try_join_all(blobs.iter().map(|b| self.store.freshen_blob(b.clone()))),
@@ -1091,6 +1140,7 @@ impl Repo {
             content_hash: plan.snapshot.content_hash,
             change,
             version_bytes,
+            empty: false,
         }))
     }
 
