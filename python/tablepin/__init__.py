@@ -34,6 +34,9 @@ from ._tablepin import (
     StorageError,
 )
 from ._types import (
+    AuditMovedRef,
+    AuditRecord,
+    AuditVersion,
     Change,
     Column,
     EraseReport,
@@ -60,6 +63,7 @@ __all__ = [
     "Error", "BadInput", "NotFound", "Conflict", "Damaged", "StorageError", "InternalError",
     "Version", "Change", "LogEntry", "TableState", "VersionInfo", "TableInfo", "Column",
     "Ref", "Replaced", "Erasure", "TableDiff", "Restored", "DeltaView", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
+    "AuditRecord", "AuditVersion", "AuditMovedRef",
 ]
 
 
@@ -485,6 +489,7 @@ class Repo:
         changed until `.apply()`."""
         return ErasePlan(self._repo.erase_plan(table, where, reason))
 
-    def audit(self) -> list[dict[str, Any]]:
-        """The erasures' audit records, oldest first."""
-        return _json.loads(self._repo.audit())
+    def audit(self) -> list[AuditRecord]:
+        """The erasures' audit records, oldest first (times as UTC
+        `datetime`s, as everywhere in this package)."""
+        return [AuditRecord._from(r) for r in _json.loads(self._repo.audit())]

@@ -355,3 +355,55 @@ class Restored:
             d["from"], d.get("version"), d.get("parent"), d["branch"],
             {t: Change._from(c) for t, c in d["changes"].items()},
         )
+
+
+@dataclass(frozen=True)
+class AuditVersion:
+    """A version an erasure replaced, and its replacement."""
+
+    old: str
+    new: str
+    rows_removed: int
+    old_content_hash: str
+    new_content_hash: str
+
+
+@dataclass(frozen=True)
+class AuditMovedRef:
+    """A ref an erasure moved onto a replacement (`kind` "branch" or "tag")."""
+
+    kind: str
+    name: str
+    old: str
+    new: str
+    old_content_hash: str
+    new_content_hash: str
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One erasure's audit record, as `tablepin audit` prints it: when, by
+    whom, why, which versions it replaced and which refs it moved. The
+    predicate is kept only as its BLAKE3, the erased rows only as keyed
+    fingerprints (`fingerprint`, as stored)."""
+
+    seq: int
+    time: _dt.datetime
+    author: str
+    table: str
+    reason: str
+    predicate_hash: str
+    versions: tuple[AuditVersion, ...]
+    moved_refs: tuple[AuditMovedRef, ...]
+    blobs_deleted: int
+    bytes_written: int
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def _from(cls, d: dict[str, Any]) -> AuditRecord:
+        return cls(
+            d["seq"], _time(d["time_ms"]), d["author"], d["table"], d["reason"], d["predicate_hash"],
+            tuple(AuditVersion(**v) for v in d["versions"]),
+            tuple(AuditMovedRef(**r) for r in d["moved_refs"]),
+            d["blobs_deleted"], d["bytes_written"], d.get("fingerprint", {}),
+        )

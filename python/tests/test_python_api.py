@@ -167,7 +167,7 @@ def test_verify_gc_and_erase_plan_then_apply(tmp_path):
     erase = repo.erase("t", "who = 'alice'", reason="request 17")
     assert erase.rows_removed == 1 and "kept" in erase.tags
     done = erase.apply()
-    assert done.audit == 1 and repo.audit()[0]["reason"] == "request 17"
+    assert done.audit == 1 and repo.audit()[0].reason == "request 17"
     assert "alice" not in repo.read("t", rev="kept").column("who").to_pylist()
     check = repo.verify_erased()
     assert check.ok and check.records == 1 and check.rows > 0

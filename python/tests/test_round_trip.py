@@ -128,3 +128,16 @@ def test_a_commit_that_changes_nothing_makes_no_version_unless_asked(tmp_path):
     assert len(repo.log()) == 1
     forced = repo.commit("sales", sales(), allow_empty=True)
     assert not forced.empty and len(repo.log()) == 2
+
+
+def test_the_audit_is_typed_with_times_as_datetimes(tmp_path):
+    repo = tablepin.Repo.init(str(tmp_path / "repo"))
+    v = repo.commit("sales", sales(), key="id")
+    repo.tag("t1")
+    repo.erase("sales", "id = 2", reason="GDPR 7").apply()
+    [record] = repo.audit()
+    assert isinstance(record, tablepin.AuditRecord)
+    assert (record.seq, record.table, record.reason) == (1, "sales", "GDPR 7")
+    assert record.time.tzinfo is not None
+    assert record.versions[0].old == v.version and record.versions[0].rows_removed == 1
+    assert {(r.kind, r.name) for r in record.moved_refs} == {("branch", "main"), ("tag", "t1")}
