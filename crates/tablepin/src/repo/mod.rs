@@ -336,6 +336,7 @@ fn unchanged(
     tables: &BTreeMap<String, ObjectId>,
     snap_bytes: &[u8],
     plan: &TablePlan,
+    change: &TableChange,
 ) -> Option<CommitResult> {
     let head = parent_id.filter(|_| !opts.allow_empty)?;
     if tables.get(table) != Some(&ObjectId::of(snap_bytes)) {
@@ -348,14 +349,7 @@ fn unchanged(
         table: table.to_string(),
         rows: plan.snapshot.rows,
         content_hash: plan.snapshot.content_hash,
-        change: TableChange {
-            rows_added: plan.rows_added,
-            rows_changed: plan.rows_changed,
-            rows_deleted: plan.rows_deleted,
-            bytes_new: 0,
-            blobs_new: 0,
-            checks: plan.checks,
-        },
+        change: change.clone(),
         version_bytes: 0,
         empty: true,
     })
@@ -1062,7 +1056,8 @@ impl Repo {
         // at once; all of them end before the version that names them
         // is written.
         let snap_bytes = Bytes::from(encode_manifest("table snapshot", &plan.snapshot)?);
-        if let Some(same) = unchanged(table, opts, parent_id, &tables, &snap_bytes, &plan) {
+        if let Some(same) = unchanged(table, opts, parent_id, &tables, &snap_bytes, &plan, &change)
+        {
             return Ok(Some(same));
         }
         let started = std::time::Instant::now();
@@ -1669,8 +1664,28 @@ impl Repo {
     }
 
     /// Every deleted ref of a kind: its name, the version it named last,
-    /// and when it was deleted (`time_ms`, `message` of the deleting entry).
+    /// and when it was deleted (`time_ms`, `message` of the deleting entry);
+    /// `note` says when gc has expired that version since.
     pub async fn deleted_refs(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
+        let mut out = self.deleted_refs_as_logged(kind).await?;
+        for r in &mut out {
+            // Past gc's grace its version may be gone: say so, rather than
+            // offer a restore that cannot be.
+            if let Some(t) = self.tombstone(&r.target).await? {
+                if !self.store.has_blob(&r.target.0).await? {
+                    r.note = Some(format!(
+                        "its version was expired by gc ({}); it cannot be restored",
+                        t.reason
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The deleted refs of a kind and what each named last, as their logs
+    /// say (no note: nothing else is read).
+    async fn deleted_refs_as_logged(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
         let mut out = Vec::new();
         for name in self.store.ref_names(kind).await? {
             let log = self.store.ref_log(kind, &name).await?;
@@ -1679,21 +1694,12 @@ impl Repo {
                 continue;
             }
             if let Some(last) = last_named(&log) {
-                // Past gc's grace its version may be gone: say so, rather
-                // than offer a restore that cannot be.
-                let note = match self.tombstone(&last).await? {
-                    Some(t) if !self.store.has_blob(&last.0).await? => Some(format!(
-                        "its version was expired by gc ({}); it cannot be restored",
-                        t.reason
-                    )),
-                    _ => None,
-                };
                 out.push(RefInfo {
                     name,
                     target: last,
                     time_ms: head.time_ms,
                     message: head.message.clone(),
-                    note,
+                    note: None,
                     entries: head.seq,
                 });
             }
@@ -1705,7 +1711,7 @@ impl Repo {
     pub async fn restore_ref(&self, kind: RefKind, name: &str) -> Result<VersionId> {
         let what = kind_name(kind);
         let Some(d) = self
-            .deleted_refs(kind)
+            .deleted_refs_as_logged(kind)
             .await?
             .into_iter()
             .find(|r| r.name == name)
