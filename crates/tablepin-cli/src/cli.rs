@@ -38,6 +38,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub stats: bool,
 
+    /// On an error, print every cause in full: for a bucket, the store's
+    /// whole answer (the request, its retries, the server's body and
+    /// request ids) after the one-sentence summary.
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

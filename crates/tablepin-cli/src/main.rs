@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e, json_errors),
     };
     let json_errors = args.json;
+    let verbose = args.verbose;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,15 +62,17 @@ fn main() -> ExitCode {
                 // The reader closed the pipe (`| head`): nothing left to say.
                 return ExitCode::SUCCESS;
             }
-            report(&message(&err), exit_code(&err), json_errors)
+            report(&message(&err, verbose), exit_code(&err), json_errors)
         }
     }
 }
 
 /// The error and its causes as one sentence: a cause is added only when
 /// the text so far does not already say it (most of the library's errors
-/// quote their source in their own message).
-fn message(err: &anyhow::Error) -> String {
+/// quote their source in their own message). A store's failure is said in
+/// its own sentence; the store's whole answer (request, retries, the
+/// server's body) follows only under `--verbose`.
+fn message(err: &anyhow::Error, verbose: bool) -> String {
     let mut out = String::new();
     for cause in err.chain() {
         let text = match cause.downcast_ref::<tablepin::Error>() {
@@ -83,8 +86,22 @@ fn message(err: &anyhow::Error) -> String {
             out.push_str(": ");
         }
         out.push_str(&text);
+        if !verbose && says_the_store_failure(cause) {
+            break;
+        }
     }
     out
+}
+
+/// True for a store's failure said in one sentence (`StoreError::Io`):
+/// the causes below it are the cloud client's whole answer.
+fn says_the_store_failure(cause: &(dyn std::error::Error + 'static)) -> bool {
+    use tablepin::store::StoreError;
+    let store = match cause.downcast_ref::<tablepin::Error>() {
+        Some(tablepin::Error::Store(e)) => Some(e),
+        _ => cause.downcast_ref::<StoreError>(),
+    };
+    matches!(store, Some(StoreError::Io { .. }))
 }
 
 /// The engine's sentence for errors whose way out is a command-line flag

@@ -1442,3 +1442,76 @@ fn a_commit_that_changes_nothing_makes_no_version_unless_asked() {
     assert_eq!(changed["empty"], false);
     assert_eq!(changed["change"]["rows_changed"], 1);
 }
+
+/// A server that answers every request as S3 answers an unknown access
+/// key: 403 with its XML body and a request id.
+fn refusing_s3() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access Key Id you provided does not exist in our records.</Message><AWSAccessKeyId>AKIAWRONG</AWSAccessKeyId><RequestId>4442587FB7D0A2F9</RequestId><HostId>a-host-id</HostId></Error>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: application/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// An S3 error is one sentence naming the request (bucket and key), what
+/// the server said and the variable to check, not the server's XML with
+/// request ids and retry settings; `--verbose` adds the whole answer
+/// (issue 41, item 11).
+#[test]
+fn an_s3_refusal_is_one_sentence_and_verbose_gives_the_whole_answer() {
+    let p = Project::new();
+    let endpoint = format!("http://127.0.0.1:{}", refusing_s3());
+    let env = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "AKIAWRONG"),
+        ("AWS_SECRET_ACCESS_KEY", "wrong"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    for args in [&["log"][..], &["init"]] {
+        let mut all = vec!["--repo", "s3://bkt/repo"];
+        all.extend_from_slice(args);
+        let r = p.run_env(&all, &env);
+        r.fails(1, "InvalidAccessKeyId (The AWS Access Key Id you provided does not exist in our records.)");
+        for said in ["403 Forbidden", "/bkt/repo/", "check AWS_ACCESS_KEY_ID"] {
+            assert!(
+                r.stderr.contains(said),
+                "{args:?} lacks {said}: {}",
+                r.stderr
+            );
+        }
+        for noise in [
+            "<?xml",
+            "RequestId",
+            "4442587FB7D0A2F9",
+            "retry_timeout",
+            "<Error>",
+        ] {
+            assert!(
+                !r.stderr.contains(noise),
+                "{args:?} says {noise}: {}",
+                r.stderr
+            );
+        }
+        all.insert(0, "--verbose");
+        let r = p.run_env(&all, &env);
+        assert_eq!(r.code, Some(1), "{}", r.stderr);
+        assert!(r.stderr.contains("check AWS_ACCESS_KEY_ID"), "{}", r.stderr);
+        assert!(r.stderr.contains("4442587FB7D0A2F9"), "{}", r.stderr);
+    }
+}

@@ -121,8 +121,9 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
-    /// The object store failed.
-    #[error("storage error at {path}: {source}{}", remote::hint(source))]
+    /// The object store failed. Its message is one sentence
+    /// (`remote::said`); the store's whole answer is the source.
+    #[error("storage error at {path}: {}", remote::said(source))]
     Io {
         /// The object's path.
         path: String,

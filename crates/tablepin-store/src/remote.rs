@@ -52,15 +52,87 @@ pub fn redacted(location: &str) -> String {
     }
 }
 
-/// The way out of a failure whose cause a user may not see in the store's
-/// words: an S3 client that found no keys in the environment asks the
-/// instance metadata service (169.254.169.254), and reports that failure.
-pub(crate) fn hint(e: &object_store::Error) -> &'static str {
-    if e.to_string().contains("169.254.169.254") {
-        "; no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_REGION), or run where an instance role provides them"
-    } else {
-        ""
+/// What a store's failure comes to, in one sentence. A cloud client's
+/// error holds the whole exchange (the request's URL, its timing and retry
+/// settings, the server's XML with request ids); this keeps the request
+/// and what the server said (status, error code, message) and adds the way
+/// out where the code names one. The full text stays the error's source,
+/// which `tablepin --verbose` prints.
+pub(crate) fn said(e: &object_store::Error) -> String {
+    let full = e.to_string();
+    if full.contains("169.254.169.254") {
+        return "no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_REGION), or run where an instance role provides them".into();
     }
+    let Some(exchange) = Exchange::parse(&full) else {
+        return full;
+    };
+    let mut out = match &exchange.request {
+        Some(request) => format!("{request} failed"),
+        None => "the request failed".to_string(),
+    };
+    if let Some(status) = exchange.status {
+        out.push_str(&format!(": the server answered {status}"));
+    }
+    match (exchange.code, exchange.message) {
+        (Some(code), Some(message)) => out.push_str(&format!(" {code} ({message})")),
+        (Some(code), None) => out.push_str(&format!(" {code}")),
+        (None, _) if exchange.status.is_none() => out.push_str(&format!(": {}", exchange.rest)),
+        (None, _) => {}
+    }
+    if let Some(fix) = exchange.code.and_then(fix_for) {
+        out.push_str("; ");
+        out.push_str(fix);
+    }
+    out
+}
+
+/// A cloud client's failed request, as its error text tells it:
+/// `Error performing METHOD URL in T[, after N retries, …] - REST`, where
+/// REST holds the status and the server's body.
+struct Exchange<'a> {
+    request: Option<&'a str>,
+    status: Option<&'a str>,
+    code: Option<&'a str>,
+    message: Option<&'a str>,
+    rest: &'a str,
+}
+
+impl<'a> Exchange<'a> {
+    fn parse(full: &'a str) -> Option<Self> {
+        let start = full.find("Error performing ")?;
+        let performed = &full[start + "Error performing ".len()..];
+        let (head, rest) = performed.split_once(" - ")?;
+        let request = head.rfind(" in ").map(|at| &head[..at]);
+        let status = rest
+            .split_once("status code: ")
+            .map(|(_, s)| s.split(':').next().unwrap_or(s).trim());
+        Some(Self {
+            request,
+            status,
+            code: between(rest, "<Code>", "</Code>"),
+            message: between(rest, "<Message>", "</Message>"),
+            rest: rest.lines().next().unwrap_or(rest),
+        })
+    }
+}
+
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let from = text.find(open)? + open.len();
+    let len = text[from..].find(close)?;
+    Some(text[from..from + len].trim()).filter(|s| !s.is_empty())
+}
+
+/// The environment a user checks for a server's error code.
+fn fix_for(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "InvalidAccessKeyId" => "check AWS_ACCESS_KEY_ID (and AWS_SESSION_TOKEN for temporary credentials), and AWS_ENDPOINT_URL for an S3-compatible server",
+        "SignatureDoesNotMatch" => "check AWS_SECRET_ACCESS_KEY: it does not belong to AWS_ACCESS_KEY_ID",
+        "ExpiredToken" | "InvalidToken" => "the session has ended: renew AWS_SESSION_TOKEN with the keys it came with",
+        "AccessDenied" => "these credentials may not do this here: check the bucket's policy and the role or user behind AWS_ACCESS_KEY_ID",
+        "AuthenticationFailed" => "check AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or the SAS token)",
+        "AuthorizationPermissionMismatch" | "AuthorizationFailure" => "these credentials may not do this in the container: check its role assignments",
+        _ => return None,
+    })
 }
 
 /// Why a remote location could not be opened (the store turns it into

@@ -642,3 +642,31 @@ fn a_temporary_file_gone_since_the_listing_is_no_leftover() {
         .unwrap();
     assert_eq!((l.path.as_str(), l.size), ("objects/ab/cd#1", 4));
 }
+
+#[test]
+fn a_cloud_error_is_said_in_one_sentence_with_the_variable_to_check() {
+    let wall = "Error performing PUT http://127.0.0.1:9000/bkt/repo/refs/main/00000001.json in 1.2s, after 3 retries, max_retries: 10, retry_timeout: 180s  - Server returned non-2xx status code: 403 Forbidden: <?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calculated does not match the signature you provided.</Message><RequestId>R1</RequestId></Error>";
+    let e = StoreError::Io {
+        path: "refs/main/00000001.json".into(),
+        source: Box::new(object_store::Error::PermissionDenied {
+            path: "refs/main/00000001.json".into(),
+            source: wall.into(),
+        }),
+    };
+    assert_eq!(
+        e.to_string(),
+        "storage error at refs/main/00000001.json: PUT http://127.0.0.1:9000/bkt/repo/refs/main/00000001.json failed: the server answered 403 Forbidden SignatureDoesNotMatch (The request signature we calculated does not match the signature you provided.); check AWS_SECRET_ACCESS_KEY: it does not belong to AWS_ACCESS_KEY_ID"
+    );
+    // A request that reached no server says why, without retry settings.
+    let e = StoreError::Io {
+        path: "x".into(),
+        source: Box::new(object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing GET http://127.0.0.1:1/bkt/x in 2s, after 10 retries, max_retries: 10, retry_timeout: 180s  - HTTP error: error sending request".into(),
+        }),
+    };
+    assert_eq!(
+        e.to_string(),
+        "storage error at x: GET http://127.0.0.1:1/bkt/x failed: HTTP error: error sending request"
+    );
+}

@@ -383,7 +383,8 @@ async fn a_diff_across_a_schema_change_names_the_columns_and_a_new_table_is_all_
         ),
     ])
     .unwrap();
-    repo.commit("t", wider.schema(), vec![wider.clone()], &keyed())
+    let v2 = repo
+        .commit("t", wider.schema(), vec![wider.clone()], &keyed())
         .await
         .unwrap();
     let other = repo
@@ -397,10 +398,18 @@ async fn a_diff_across_a_schema_change_names_the_columns_and_a_new_table_is_all_
     assert_eq!(d.tables.len(), 2);
     let t = &d.tables[0];
     assert_eq!(t.columns.added, vec!["w".to_string()]);
+    // Key 1 gained a value in the new column, key 2 changed in v: both are
+    // modified, as the commit counted them (issue 41, item 8).
     assert_eq!(
         (t.counts.added, t.counts.removed, t.counts.modified),
-        (0, 0, 1)
+        (0, 0, 2)
     );
+    let by_column: Vec<(&str, u64)> = (t.counts.modified_by_column.iter())
+        .map(|(c, n)| (c.as_str(), *n))
+        .collect();
+    assert_eq!(by_column, vec![("v", 1), ("w", 1)]);
+    let c = &v2.change;
+    assert_eq!((c.rows_added, c.rows_changed, c.rows_deleted), (0, 2, 0));
     let u = &d.tables[1];
     assert_eq!(
         (u.table.as_str(), u.old_rows, u.new_rows),
@@ -499,4 +508,74 @@ async fn restore_gives_back_a_version_s_tables_without_writing_data() {
         "{e}"
     );
     assert_eq!(repo.stored().await.unwrap(), blobs_after);
+}
+
+/// A schema change that writes every row again (a retyped or dropped
+/// column) is counted by the commit as `diff` counts it: by key, in a type
+/// that holds both sides, not as every row deleted and added again (issue
+/// 41, item 8).
+#[tokio::test]
+async fn a_rewriting_schema_change_is_counted_by_the_commit_as_diff_counts_it() {
+    use arrow::array::{Float64Array, StringArray};
+    let repo = Repo::init("memory://", WriteSettings::default())
+        .await
+        .unwrap();
+    let b = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+        ("q", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+        (
+            "note",
+            Arc::new(StringArray::from(vec!["a", "b", "c"])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    repo.commit("t", b.schema(), vec![b], &keyed())
+        .await
+        .unwrap();
+    let allow = CommitOptions {
+        allow_schema_change: true,
+        ..Default::default()
+    };
+    // q becomes Float64 (1 the same, 2 becomes 2.5), key 3 goes, key 4 comes.
+    let retyped = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1, 2, 4])) as ArrayRef),
+        (
+            "q",
+            Arc::new(Float64Array::from(vec![1.0, 2.5, 4.0])) as ArrayRef,
+        ),
+        (
+            "note",
+            Arc::new(StringArray::from(vec!["a", "b", "d"])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let v2 = repo
+        .commit("t", retyped.schema(), vec![retyped], &allow)
+        .await
+        .unwrap();
+    // note is dropped; q's values stay.
+    let dropped = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1, 2, 4])) as ArrayRef),
+        (
+            "q",
+            Arc::new(Float64Array::from(vec![1.0, 2.5, 4.0])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let v3 = repo
+        .commit("t", dropped.schema(), vec![dropped], &allow)
+        .await
+        .unwrap();
+    let counts = |c: &tablepin::format::TableChange| (c.rows_added, c.rows_changed, c.rows_deleted);
+    assert_eq!(counts(&v2.change), (1, 1, 1));
+    assert_eq!(counts(&v3.change), (0, 0, 0));
+    for (rev, commit) in [("main~1", &v2), ("main", &v3)] {
+        let d = repo.diff(&format!("{rev}~1"), rev, None).await.unwrap();
+        let t = &d.tables[0].counts;
+        assert_eq!(
+            (t.added, t.modified, t.removed),
+            counts(&commit.change),
+            "{rev}"
+        );
+    }
 }

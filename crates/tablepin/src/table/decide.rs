@@ -78,6 +78,12 @@ impl Decision {
         }
     }
 
+    /// The same counts, with every input row written (a rewrite).
+    pub(crate) fn writing_all(mut self) -> Self {
+        self.write.fill(true);
+        self
+    }
+
     fn add(&mut self, i: usize) {
         self.write[i] = true;
         self.added += 1;

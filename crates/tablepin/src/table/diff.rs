@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
+use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow::compute::kernels::cmp::distinct;
 use arrow::compute::{cast, concat_batches, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -282,9 +282,12 @@ fn changed_pairs(
     Ok(())
 }
 
-/// The two sides of a diff in one schema: the columns both have, in the
-/// newer version's order, each in a type that holds both sides' values
-/// (`types::common_type`: the newer type unless the older holds more).
+/// The two sides of a diff in one schema: the newer version's columns in
+/// its order, each in a type that holds both sides' values
+/// (`types::common_type`: the newer type unless the older holds more). A
+/// column the older version lacks is null on its side, so a row that gains
+/// a value there is modified, as a commit counts it (it compares rows in the
+/// new schema); a dropped column is not compared.
 pub(crate) struct Aligned {
     pub(crate) schema: SchemaRef,
     pub(crate) old: RecordBatch,
@@ -312,10 +315,15 @@ pub(crate) fn align(
                 }
                 let compared_as = super::types::common_type(was, f.data_type());
                 fields.push(Field::new(f.name(), compared_as, true));
-                from_old.push(i);
-                from_new.push(j);
+                from_old.push(Some(i));
+                from_new.push(Some(j));
             }
-            Err(_) => columns.added.push(f.name().clone()),
+            Err(_) => {
+                columns.added.push(f.name().clone());
+                fields.push(Field::new(f.name(), f.data_type().clone(), true));
+                from_old.push(None);
+                from_new.push(Some(j));
+            }
         }
     }
     for f in old_schema.fields() {
@@ -324,12 +332,15 @@ pub(crate) fn align(
         }
     }
     let schema = Arc::new(Schema::new(fields));
-    let side = |s: &SchemaRef, b: &[RecordBatch], at: &[usize]| -> Result<RecordBatch> {
+    let side = |s: &SchemaRef, b: &[RecordBatch], at: &[Option<usize>]| -> Result<RecordBatch> {
         let whole = concat_batches(s, b).map_err(Error::arrow("gathering rows to compare"))?;
         let cols = at
             .iter()
             .zip(schema.fields())
-            .map(|(&i, f)| {
+            .map(|(i, f)| {
+                let Some(i) = *i else {
+                    return Ok(new_null_array(f.data_type(), whole.num_rows()));
+                };
                 let c = whole.column(i);
                 if c.data_type() == f.data_type() {
                     Ok(c.clone())

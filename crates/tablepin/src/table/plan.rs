@@ -31,7 +31,7 @@ use super::datafile::{
 use super::decide::{self, Decision, Loc, OldRow};
 use super::keys::{self, KeyCodec, SortKeys};
 use super::types::{self, Fit};
-use super::{align, dv, par, schema_of};
+use super::{align, diff, dv, par, schema_of};
 use crate::error::{Error, Result};
 
 /// How a commit's input relates to the table.
@@ -749,9 +749,9 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<Staged> {
     let n = r.input.num_rows();
     let decided = match (parent_live, prepared) {
         (None, _) => Decided {
-            decision: Decision {
-                deleted: parent.map_or(0, |s| s.rows),
-                ..Decision::all_new(n)
+            decision: match parent {
+                Some(par) => rewritten(store, par, &r).await?,
+                None => Decision::all_new(n),
             },
             dvs: Dvs::new(),
             held: Held::new(),
@@ -786,6 +786,33 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<Staged> {
         in_hashes,
     };
     finish(store, &how, decided, &rows_out, written).await
+}
+
+/// A schema change that writes every row again: every input row is
+/// written and every parent file dropped, but the change is counted as
+/// `diff` counts it (`diff::align`, `diff::compare`: by key, in types that
+/// hold both sides' values), so that `log`, `restore` and `diff` give one
+/// count for one change.
+async fn rewritten(store: &Store, par: &TableSnapshot, r: &Ready) -> Result<Decision> {
+    let old = diff::unshared(store, par, &super::window::empty_like(par)).await?;
+    let aligned = diff::align(
+        &schema_of(par),
+        &old.old,
+        &r.schema,
+        std::slice::from_ref(&r.input),
+    )?;
+    let key_at: Option<Vec<usize>> = (r.key.iter())
+        .map(|k| aligned.schema.index_of(k).ok())
+        .collect();
+    let key_at = key_at.filter(|_| par.key == r.key).unwrap_or_default();
+    let c = diff::compare(&key_at, &aligned.old, &aligned.new)?;
+    Ok(Decision {
+        added: c.added.len() as u64,
+        changed: c.changed.len() as u64,
+        deleted: c.removed.len() as u64,
+        ..Decision::keep_all(r.input.num_rows())
+    }
+    .writing_all())
 }
 
 /// An overwrite: the input is the whole table. Input rows whose hashes add
