@@ -59,6 +59,9 @@ def test_every_version_of_a_history_reads_back_through_delta_rs_and_polars(tmp_p
         assert tablepin.content_hash(got) == out["delta_versions"][n]["content_hash"]
         polars = by_id(pl.read_delta(view, version=n).to_arrow().cast(want.schema))
         assert polars.equals(want), f"Delta version {n} (polars)"
+        # polars' lazy reader too, with a filter it pushes into the scan.
+        lazy = pl.scan_delta(view, version=n).filter(pl.col("id") >= 0).collect()
+        assert by_id(lazy.to_arrow().cast(want.schema)).equals(want), f"Delta version {n} (polars scan_delta)"
     # The Python package writes the same view.
     py = repo.export_delta("main", "sales", tmp_path / "py", history=True)
     assert [v[1] for v in py.versions] == versions and py.copied == 0

@@ -204,6 +204,16 @@ def test_every_error_class_with_its_message(tmp_path):
     for cls in (tablepin.NotFound, tablepin.BadInput, tablepin.Conflict, tablepin.Damaged,
                 tablepin.StorageError, tablepin.InternalError):
         assert issubclass(cls, tablepin.Error)
+        assert cls.__module__ == "tablepin" and cls.__doc__
+    # Each is also the built-in that Python code catches for its kind.
+    with pytest.raises(LookupError):
+        repo.read("nope")
+    with pytest.raises(ValueError, match="has no column 'x'"):
+        repo.read("t", columns=["x"])
+    with pytest.raises(OSError, match="cannot write"):
+        tablepin.Repo.init("/dev/null/r")
+    assert issubclass(tablepin.InternalError, RuntimeError)
+    assert not issubclass(tablepin.Conflict, ValueError)
 
 
 def test_a_python_thread_runs_while_a_long_read_runs(tmp_path):
@@ -344,7 +354,7 @@ def test_erase_and_gc_mistakes_name_this_package_s_arguments(tmp_path):
         repo.gc(keep_last=0)
 
 
-def test_a_repository_in_a_bucket_from_python_and_the_cli(tmp_path, monkeypatch):
+def test_a_repository_in_a_bucket_from_python_and_the_cli(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("TABLEPIN_CACHE", str(tmp_path / "cache"))
     url = s3_location("python")
     repo = tablepin.Repo.init(url)
@@ -359,8 +369,22 @@ def test_a_repository_in_a_bucket_from_python_and_the_cli(tmp_path, monkeypatch)
     shown = cli(tmp_path, "--repo", url, "--json", "show", "train-v1")
     assert shown["tables"][0]["content_hash"] == v.content_hash
     assert again.verify().problems == ()
-    # The second read came from this machine's cache of verified blobs.
-    assert any((tmp_path / "cache").rglob("*"))
+    # A second read of a version downloads none of its blobs: every request
+    # traced, a first reader with an empty cache GETs the version's blobs,
+    # a second reader on the same machine none.
+    monkeypatch.setenv("TABLEPIN_CACHE", str(tmp_path / "cold-cache"))
+    monkeypatch.setenv("TABLEPIN_TRACE_REQUESTS", "1")
+
+    def blob_gets(read):
+        capfd.readouterr()
+        read()
+        err = capfd.readouterr().err
+        return [line for line in err.splitlines() if line.startswith("tablepin: request GET objects/")]
+
+    first = blob_gets(lambda: tablepin.Repo(url).read("sales", rev="train-v1"))
+    assert first, "the first reader downloaded no blob: is every request traced?"
+    assert blob_gets(lambda: tablepin.Repo(url).read("sales", rev="train-v1")) == []
+    assert any((tmp_path / "cold-cache").rglob("*"))
     with pytest.raises(tablepin.Conflict, match="exists"):
         tablepin.Repo.init(url)
 

@@ -81,7 +81,7 @@ def test_a_frame_read_from_a_version_commits_back_edited_without_options(tmp_pat
     df = repo.read("sales").to_pandas()
     df["qty"] = df["qty"].astype("float64")
     df.loc[df["id"] == 4, "qty"] = 12.5
-    with pytest.raises(tablepin.BadInput, match=r"column 'qty' cannot become Int64 without changing a value: row 3 holds 12.5"):
+    with pytest.raises(tablepin.BadInput, match=r"column 'qty' cannot become Int64 without changing a value: row 4 holds 12.5"):
         repo.commit("sales", df, mode="upsert")
     # Arrow data keeps its types: a float for an integer is for cast=True.
     with pytest.raises(tablepin.BadInput, match="cast=True"):

@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Exit codes: 0 ok, 1 storage failure, 2 bad input, 3 not found,
 /// 4 conflict (or busy: run again), 5 damaged data, 6 internal error.
 #[derive(Debug, Parser)]
-#[command(name = "tablepin", version, max_term_width = 100)]
+#[command(name = "tablepin", version = crate::version(), max_term_width = 100)]
 pub struct Cli {
     /// The repository: a folder, or a URL: file://, s3://BUCKET/PREFIX,
     /// gs://BUCKET/PREFIX or az://CONTAINER/PREFIX (default: .tablepin here
@@ -119,6 +119,21 @@ pub enum Command {
     Bench(BenchArgs),
     /// Write a generated sales table to a file (for trying tablepin out).
     Generate(GenerateArgs),
+    /// Print a shell's completion script for tablepin.
+    ///
+    /// bash: `source <(tablepin completions bash)`, or save it to
+    /// ~/.local/share/bash-completion/completions/tablepin; zsh: save it as
+    /// _tablepin in a folder of your $fpath; fish: save it to
+    /// ~/.config/fish/completions/tablepin.fish; PowerShell: add
+    /// `tablepin completions powershell | Out-String | Invoke-Expression` to
+    /// your profile.
+    Completions(CompletionsArgs),
+    /// Print the manual page of tablepin or of one of its commands (roff),
+    /// or write them all to a folder.
+    ///
+    /// `tablepin man commit | man -l -` reads one; `tablepin man --out
+    /// ~/.local/share/man/man1` installs them all for `man tablepin-commit`.
+    Man(ManArgs),
 }
 
 #[derive(Debug, Args)]
@@ -503,4 +518,21 @@ pub struct GenerateArgs {
     /// The file to write: .parquet, .csv or .arrow.
     #[arg(short, long)]
     pub output: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command whose page to print (default: tablepin's own).
+    #[arg(value_name = "COMMAND", conflicts_with = "out")]
+    pub command: Option<String>,
+    /// Write every page (tablepin.1, tablepin-COMMAND.1, ...) to this folder.
+    #[arg(long, short, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }

@@ -2,6 +2,7 @@
 //! print text or JSON.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -84,6 +85,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Lab(a) => return crate::admin::lab(a, json_out).await,
         Command::Bench(a) => return crate::admin::bench(a, json_out).await,
         Command::Generate(a) => return generate(a, json_out),
+        Command::Completions(a) => return completions(a),
+        Command::Man(a) => return man(a),
         command => command,
     };
     let mut stats = None;
@@ -149,9 +152,14 @@ async fn on_repo(repo: &Repo, command: Command, json_out: bool) -> Result<ExitCo
         Command::Gc(a) => crate::admin::gc(repo, a, json_out).await,
         Command::Erase(a) => crate::admin::erase(repo, a, json_out).await,
         Command::Audit => crate::admin::audit(repo, json_out).await,
-        Command::Init(_) | Command::Lab(_) | Command::Bench(_) | Command::Generate(_) => Err(
-            anyhow::anyhow!("internal: {command:?} does not run on an open repository"),
-        ),
+        Command::Init(_)
+        | Command::Lab(_)
+        | Command::Bench(_)
+        | Command::Generate(_)
+        | Command::Completions(_)
+        | Command::Man(_) => Err(anyhow::anyhow!(
+            "internal: {command:?} does not run on an open repository"
+        )),
     }
 }
 
@@ -198,26 +206,33 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
         None => commit_options(&a),
     };
     let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
-    let spinner = output::Spinner::new(format!("reading {} ({})", a.file, size(bytes)));
-    let read_opts = tablepin::files::ReadOptions { delimiter };
+    // One line on a terminal: the bytes of a CSV file parsed of its
+    // total (and the window a streamed commit is in), then the step.
+    let bar = Arc::new(output::Bar::new());
+    bar.spin(format!("reading {} ({})", a.file, size(bytes)));
+    let read_opts = tablepin::files::ReadOptions {
+        delimiter,
+        progress: Some(bar.clone()),
+    };
     if !a.dry_run && saved.is_none() {
         let input = tablepin::files::TableFile {
             path: a.file.clone(),
             opts: read_opts.clone(),
         };
         if more_rows_than(&input, opts.window_rows)? {
-            spinner.step(format!(
-                "committing {} to '{}' {} rows at a time: hashing, comparing with the branch head, writing what changed",
-                a.file, a.table, opts.window_rows
-            ));
-            let r = repo.commit_streamed(&a.table, &input, &opts).await?;
-            drop(spinner);
+            let windows = Windows {
+                file: input,
+                bar: bar.clone(),
+                rows: opts.window_rows as u64,
+            };
+            let r = repo.commit_streamed(&a.table, &windows, &opts).await?;
+            drop(bar);
             return committed(&r, opts.mode, json_out);
         }
     }
     let (mut schema, mut batches) = tablepin::files::read_table_file_with(&a.file, &read_opts)?;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    spinner.step(format!(
+    bar.spin(format!(
         "committing {rows} rows to '{}': hashing, comparing with the branch head, writing what changed",
         a.table
     ));
@@ -240,14 +255,14 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
     }
     if a.dry_run {
         let plan = repo.plan_commit(&a.table, schema, batches, &opts).await?;
-        drop(spinner);
+        drop(bar);
         return planned_commit(&plan, json_out);
     }
     let r = match &saved {
         Some(plan) => repo.commit_saved(plan, schema, batches, &opts).await?,
         None => repo.commit(&a.table, schema, batches, &opts).await?,
     };
-    drop(spinner);
+    drop(bar);
     if header_only && opts.mode == Mode::Overwrite && r.change.rows_deleted > 0 {
         eprintln!(
             "note: {} has no rows, so this overwrite deleted all {} rows of '{}' (the version before keeps them)",
@@ -255,6 +270,34 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
         );
     }
     committed(&r, opts.mode, json_out)
+}
+
+/// A file committed a window at a time, naming on the bar the window its
+/// rows are read into (a window is planned and written once its rows are
+/// read, so the window read is the one at work).
+struct Windows {
+    file: tablepin::files::TableFile,
+    bar: Arc<output::Bar>,
+    rows: u64,
+}
+
+impl tablepin::CommitInput for Windows {
+    fn open(&self) -> tablepin::Result<(arrow::datatypes::SchemaRef, tablepin::files::BatchIter)> {
+        let (schema, batches) = tablepin::CommitInput::open(&self.file)?;
+        let (bar, per) = (self.bar.clone(), self.rows.max(1));
+        let path = self.file.path.clone();
+        let mut read = 0u64;
+        let batches = batches.inspect(move |b| {
+            if let Ok(b) = b {
+                read += b.num_rows() as u64;
+                bar.say(format!(
+                    "committing {path}: window {} ({per} rows each), {read} rows read",
+                    read.saturating_sub(1) / per + 1
+                ));
+            }
+        });
+        Ok((schema, Box::new(batches)))
+    }
 }
 
 /// Whether `input` holds more than `rows` rows (reading at most those);
@@ -1145,7 +1188,7 @@ fn generate(a: GenerateArgs, json_out: bool) -> Result<ExitCode> {
     if json_out && a.output != "-" {
         output::json(&json!({ "rows": a.rows, "output": a.output, "seed": a.seed }))?;
     } else if a.output != "-" {
-        eprintln!("Wrote {} generated rows to {}", a.rows, a.output);
+        outln!("Wrote {} generated rows to {}", a.rows, a.output);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1158,4 +1201,66 @@ pub fn rate(mb_per_s: f64) -> String {
     } else {
         format!("{mb_per_s:.0} MB/s")
     }
+}
+
+/// Prints the completion script of a shell.
+fn completions(a: CompletionsArgs) -> Result<ExitCode> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(a.shell, &mut cmd, "tablepin", &mut out);
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one manual page, or writes them all to a folder.
+fn man(a: ManArgs) -> Result<ExitCode> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let pages = man_pages(&cmd);
+    match (a.out, a.command) {
+        (Some(dir), _) => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the folder {}", dir.display()))?;
+            for (name, page) in &pages {
+                let path = dir.join(format!("{name}.1"));
+                std::fs::write(&path, page)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            outln!("Wrote {} manual pages to {}", pages.len(), dir.display());
+        }
+        (None, command) => {
+            let name = command.map_or("tablepin".to_string(), |c| format!("tablepin-{c}"));
+            let Some((_, page)) = pages.iter().find(|(n, _)| *n == name) else {
+                let known: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+                return Err(usage(format!(
+                    "tablepin has no command '{}' (commands: {})",
+                    name.trim_start_matches("tablepin-"),
+                    known.join(", ")
+                )));
+            };
+            std::io::stdout().lock().write_all(page)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every manual page in roff: tablepin's own, then one per command, each
+/// named as `man` finds it (tablepin-commit).
+fn man_pages(cmd: &clap::Command) -> Vec<(String, Vec<u8>)> {
+    let mut pages = Vec::new();
+    let mut render = |name: String, c: clap::Command| {
+        let mut page = Vec::new();
+        // Writing to a Vec cannot fail.
+        if clap_mangen::Man::new(c).render(&mut page).is_ok() {
+            pages.push((name, page));
+        }
+    };
+    render("tablepin".into(), cmd.clone());
+    for sub in cmd.get_subcommands().filter(|c| c.get_name() != "help") {
+        let name = format!("tablepin-{}", sub.get_name());
+        render(
+            name.clone(),
+            sub.clone().name(name).version(crate::version()),
+        );
+    }
+    pages
 }

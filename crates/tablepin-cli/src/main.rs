@@ -34,6 +34,21 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// What `--version` says: the release, the commit it was built from (by
+/// `build.rs`; "unknown" outside a git checkout) and the newest repository
+/// format it writes (docs/compatibility.md).
+pub fn version() -> &'static str {
+    static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "{} (commit {}, repository format {})",
+            env!("CARGO_PKG_VERSION"),
+            env!("TABLEPIN_COMMIT"),
+            tablepin::format::FORMAT_VERSION
+        )
+    });
+    &VERSION
+}
+
 fn main() -> ExitCode {
     let json_errors = std::env::args().any(|a| a == "--json");
     let args = match cli::Cli::try_parse() {

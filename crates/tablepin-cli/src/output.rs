@@ -117,6 +117,22 @@ impl Bar {
     pub fn inc(&self, n: u64) {
         self.0.inc(n);
     }
+
+    /// A step with no measure of its own (comparing with the branch head,
+    /// writing what changed): a spinner naming it, ticking on its own.
+    pub fn spin(&self, what: impl Into<String>) {
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            self.0.set_style(style);
+        }
+        self.0.set_message(what.into());
+        self.0
+            .enable_steady_tick(std::time::Duration::from_millis(120));
+    }
+
+    /// Names what the bar measures now, keeping its position.
+    pub fn say(&self, what: impl Into<String>) {
+        self.0.set_message(what.into());
+    }
 }
 
 impl Drop for Bar {
@@ -129,10 +145,10 @@ impl tablepin::Progress for Bar {
     fn begin(&self, what: &str, total: u64) {
         let style = if total > 0 {
             ProgressStyle::with_template(
-                "{msg:>20} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+                "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
             )
         } else {
-            ProgressStyle::with_template("{msg:>20} {spinner} {pos}")
+            ProgressStyle::with_template("{msg} {spinner} {pos}")
         };
         if let Ok(s) = style {
             self.0.set_style(s.progress_chars("=> "));

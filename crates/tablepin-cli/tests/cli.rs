@@ -152,13 +152,13 @@ fn errors_name_what_failed_and_change_nothing() {
     p.fails_unchanged(
         &["commit", "sales", &nullkey],
         2,
-        "key column 'id' of table 'sales' is null in row 1",
+        "key column 'id' of table 'sales' is null in row 2 of the input",
     );
     let dup = p.write("dup.csv", "id,name,qty\n1,a,1\n2,b,2\n1,c,3\n");
     p.fails_unchanged(
         &["commit", "sales", &dup],
         2,
-        "rows 0 and 2 of the input have the same key id=1",
+        "rows 1 and 3 of the input have the same key id=1",
     );
     p.fails_unchanged(
         &["commit", "sales", &f, "--key", "name"],
@@ -392,14 +392,79 @@ fn compact_rewrites_once_then_has_nothing_to_do() {
 #[test]
 fn help_explains_every_command() {
     let p = Project::new();
+    let top = p.run(&["--help"]);
+    top.ok();
+    // Every command the top help lists, so a command added later is held
+    // to this too.
+    let commands: Vec<&str> = top
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // A description's wrapped lines are indented further.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
     for c in [
-        "init", "commit", "log", "show", "tag", "branch", "export", "cat", "verify", "compact",
-        "gc", "erase", "audit", "lab", "bench",
+        "init", "commit", "diff", "sql", "restore", "generate", "erase", "export",
     ] {
+        assert!(commands.contains(&c), "{c} is not listed: {}", top.stdout);
+    }
+    for c in commands {
         let r = p.run(&[c, "--help"]);
         r.ok();
-        assert!(r.stdout.contains("Usage: tablepin"), "{c}: {}", r.stdout);
+        assert!(
+            r.stdout.contains(&format!("Usage: tablepin {c}")),
+            "{c}: {}",
+            r.stdout
+        );
+        // What the command does, in a sentence, before its usage.
+        let about = r.stdout.split("Usage:").next().unwrap_or_default();
+        assert!(
+            about.split_whitespace().count() >= 5,
+            "{c} has no sentence saying what it does: {}",
+            r.stdout
+        );
+        let bare = unexplained(&r.stdout);
+        assert!(
+            bare.is_empty(),
+            "{c} --help: {bare:?} have no explanation:\n{}",
+            r.stdout
+        );
     }
+}
+
+/// The arguments and options of a `--help` page listed without a word of
+/// explanation: on their own line with nothing after them, and no more
+/// indented text on the line below.
+fn unexplained(help: &str) -> Vec<String> {
+    let lines: Vec<&str> = help.lines().collect();
+    let mut out = Vec::new();
+    let mut listing = false;
+    for (i, line) in lines.iter().enumerate() {
+        if line.ends_with(':') && !line.starts_with(' ') {
+            listing = matches!(*line, "Arguments:" | "Options:");
+            continue;
+        }
+        let entry = line.trim_start();
+        let indent = line.len() - entry.len();
+        // An entry starts 2 spaces in ("-m, --message"), or 6 when it has
+        // no short flag ("      --json"); its wrapped text is further in.
+        if !listing || indent > 6 || !entry.starts_with(['-', '<', '[']) {
+            continue;
+        }
+        let inline = entry.contains("  ");
+        let below = lines.get(i + 1).is_some_and(|next| {
+            let text = next.trim_start();
+            !text.is_empty() && next.len() - text.len() > indent
+        });
+        if !inline && !below {
+            out.push(entry.to_string());
+        }
+    }
+    out
 }
 
 #[test]
@@ -552,4 +617,113 @@ fn a_file_committed_a_window_at_a_time_equals_it_committed_whole() {
     };
     assert!(cat(&small) == cat(&whole), "the tables differ");
     small.run(&["verify"]).ok();
+}
+
+#[test]
+fn bash_completes_commands_from_the_generated_script() {
+    let p = Project::new();
+    let script = p.run(&["completions", "bash"]);
+    script.ok();
+    let path = p.write("tablepin.bash", &script.stdout);
+    let complete = |line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        let probe = format!(
+            "source {path} && COMP_WORDS=({}) && COMP_CWORD={} && COMP_LINE='{line}' && COMP_POINT={} && _tablepin tablepin '{}' '{}' && printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            line,
+            words.len() - 1,
+            line.len(),
+            words[words.len() - 1],
+            words[words.len() - 2],
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &probe])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let got = complete("tablepin com");
+    let words: Vec<&str> = got.lines().collect();
+    assert_eq!(words, ["commit", "compact", "completions"], "{got}");
+    assert!(complete("tablepin commit --mo")
+        .lines()
+        .any(|w| w == "--mode"));
+}
+
+#[test]
+fn man_renders_the_page_of_a_command() {
+    let p = Project::new();
+    let page = p.run(&["man", "commit"]);
+    page.ok();
+    let path = p.write("tablepin-commit.1", &page.stdout);
+    let out = std::process::Command::new("man")
+        .args(["-l", "-P", "cat", &path])
+        .env("MANWIDTH", "100")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("tablepin-commit"), "{text}");
+    assert!(
+        text.contains("Commit a table file as a new version"),
+        "{text}"
+    );
+    assert!(text.contains("--mode"), "{text}");
+    // All of them, to a folder, one per command.
+    let dir = p.path().join("man1");
+    p.run(&["man", "--out", dir.to_str().unwrap()]).ok();
+    for name in [
+        "tablepin.1",
+        "tablepin-commit.1",
+        "tablepin-erase.1",
+        "tablepin-man.1",
+    ] {
+        assert!(dir.join(name).exists(), "{name}");
+    }
+    let unknown = p.run(&["man", "comit"]);
+    assert_eq!(unknown.code, Some(2));
+    assert!(
+        unknown.stderr.contains("no command 'comit'"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+#[test]
+fn version_names_the_commit_and_the_format_it_writes() {
+    let p = Project::new();
+    let v = p.run(&["--version"]);
+    v.ok();
+    let line = v.stdout.trim();
+    assert!(line.starts_with("tablepin 0."), "{line}");
+    assert!(
+        line.ends_with(&format!(
+            "repository format {})",
+            tablepin::format::FORMAT_VERSION
+        )),
+        "{line}"
+    );
+    let commit = line
+        .split("(commit ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .unwrap();
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{line}"
+    );
 }

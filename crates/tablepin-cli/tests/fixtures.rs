@@ -93,3 +93,40 @@ fn a_format_1_repository_reads_verifies_and_extends() {
 fn a_format_2_repository_reads_verifies_and_extends() {
     reads_verifies_and_extends(2);
 }
+
+/// docs/compatibility.md's table of formats lists exactly the formats that
+/// have a fixture here, and its newest is the one `init` writes.
+#[test]
+fn the_compatibility_table_lists_every_fixture_and_init_writes_the_newest() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("../../docs/compatibility.md")).unwrap();
+    let listed: std::collections::BTreeSet<u32> = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("## Repository formats"))
+        .filter_map(|l| l.strip_prefix("| ")?.split(' ').next()?.parse().ok())
+        .collect();
+    let fixtures: std::collections::BTreeSet<u32> = std::fs::read_dir(root.join("tests/fixtures"))
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("format")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(!fixtures.is_empty());
+    assert_eq!(
+        listed, fixtures,
+        "docs/compatibility.md's formats and the fixtures"
+    );
+    let p = Project::new();
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p.file(".tablepin/meta/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["format"].as_u64(),
+        fixtures.last().map(|&n| u64::from(n))
+    );
+}

@@ -549,7 +549,7 @@ fn physical_variants_of_the_table_types_commit_as_the_same_rows() {
     p.fails_unchanged(
         &["commit", "sales", &f, "--cast"],
         2,
-        "column 'qty' cannot become Int64 without changing a value: row 1 holds 5.5",
+        "column 'qty' cannot become Int64 without changing a value: row 2 holds 5.5",
     );
     // A sub-second timestamp cannot become the table's seconds.
     let fine = write_ipc(
@@ -1514,4 +1514,72 @@ fn an_s3_refusal_is_one_sentence_and_verbose_gives_the_whole_answer() {
         assert!(r.stderr.contains("check AWS_ACCESS_KEY_ID"), "{}", r.stderr);
         assert!(r.stderr.contains("4442587FB7D0A2F9"), "{}", r.stderr);
     }
+}
+
+/// Rows in errors count the input's data rows from 1 (a CSV's header is
+/// not a row), in a file committed whole and a window at a time alike:
+/// a value that a cast would change was named by its row in its window
+/// (issue 41, item 20).
+#[test]
+fn rows_in_errors_count_from_1_across_the_whole_input_in_windows_too() {
+    let p = Project::new();
+    let first = p.write("first.csv", "id,qty\n1,1\n");
+    p.run(&["commit", "t", &first, "--key", "id"]).ok();
+    let mut text = String::from("id,qty\n");
+    for i in 1..=150_000u32 {
+        let qty = if i == 100_000 {
+            "1.5".to_string()
+        } else {
+            format!("{i}.0")
+        };
+        text.push_str(&format!("{i},{qty}\n"));
+    }
+    let big = p.write("big.csv", &text);
+    for window in ["40000", "0"] {
+        p.fails_unchanged(
+            &["commit", "t", &big, "--cast", "--window-rows", window],
+            2,
+            "column 'qty' cannot become Int64 without changing a value: row 100000 holds 1.5",
+        );
+    }
+    let dup = p.write("dup.csv", "id,qty\n1,1\n2,2\n1,3\n");
+    p.fails_unchanged(
+        &["commit", "t", &dup],
+        2,
+        "rows 1 and 3 of the input have the same key id=1",
+    );
+}
+
+/// "Wrote ..." is said on stdout by every command that writes a file
+/// (`generate` said it on stderr), and not at all when the rows themselves
+/// go to stdout (issue 41, item 20).
+#[test]
+fn every_command_that_writes_a_file_says_so_on_stdout() {
+    let p = Project::new();
+    let g = p.file("g.csv");
+    let r = p.run(&["generate", "--rows", "100", "-o", g.to_str().unwrap()]);
+    r.ok();
+    assert!(
+        r.stdout.starts_with("Wrote 100 generated rows"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.stderr, "");
+    p.run(&["commit", "sales", g.to_str().unwrap(), "--key", "id"])
+        .ok();
+    p.run(&["commit", "sales", g.to_str().unwrap(), "--mode", "delete"])
+        .ok();
+    for args in [
+        &["export", "main~1", "sales", "-o", "e.parquet"][..],
+        &["sql", "select * from sales", "-o", "q.csv"],
+        &["diff", "main~1", "main", "sales", "-o", "d.parquet"],
+    ] {
+        let r = p.run(args);
+        r.ok();
+        assert!(r.stdout.contains("Wrote "), "{args:?}: {}", r.stdout);
+        assert!(!r.stderr.contains("Wrote"), "{args:?}: {}", r.stderr);
+    }
+    let r = p.run(&["export", "main~1", "sales", "-o", "-"]);
+    r.ok();
+    assert!(!r.stdout.contains("Wrote") && !r.stderr.contains("Wrote"));
 }

@@ -96,7 +96,7 @@ pub fn report(r: &Value) -> String {
             }
         );
     }
-    let _ = writeln!(s, "\n## Bytes stored for all 110 versions\n");
+    let _ = writeln!(s, "\n## Bytes stored for all {} versions\n", r["commits"]);
     let _ = writeln!(
         s,
         "| layout | stored | × last version's month files |\n|---|---:|---:|"
@@ -217,7 +217,7 @@ pub fn report(r: &Value) -> String {
             );
         }
     }
-    let _ = writeln!(s, "\n## The repository\n\nThe experiment's tablepin repository is left in `{}/` (110 versions, the eight tags, the customer erased from all of them), to explore:\n\n```sh\ntablepin --repo OUT/{0} log\ntablepin --repo OUT/{0} show week-51\ntablepin --repo OUT/{0} diff week-51 main sales --stat\ntablepin --repo OUT/{0} sql 'SELECT Country, sum(returned) FROM \"sales@week-51\" GROUP BY Country ORDER BY 2 DESC LIMIT 5'\ntablepin --repo OUT/{0} export week-51 sales -o week-51.parquet\n```\n\n(OUT is the folder given to `--out`.)", r["repository"].as_str().unwrap_or("repo"));
+    let _ = writeln!(s, "\n## The repository\n\nThe experiment's tablepin repository is left in `{}/` ({} versions, the {} tags, the customer erased from all of them), to explore:\n\n```sh\ntablepin --repo OUT/{0} log\ntablepin --repo OUT/{0} show week-51\ntablepin --repo OUT/{0} diff week-51 main sales --stat\ntablepin --repo OUT/{0} sql 'SELECT Country, sum(returned) FROM \"sales@week-51\" GROUP BY Country ORDER BY 2 DESC LIMIT 5'\ntablepin --repo OUT/{0} export week-51 sales -o week-51.parquet\n```\n\n(OUT is the folder given to `--out`.)", r["repository"].as_str().unwrap_or("repo"), r["commits"], tag_count(r));
     let _ = writeln!(s, "\n## Tags read back\n");
     if let Some(o) = r["tags_read_back_of"].as_object() {
         for (k, v) in o {
@@ -237,9 +237,10 @@ pub fn report(r: &Value) -> String {
                         .unwrap_or(Value::Null);
                     let _ = writeln!(
                         s,
-                        "| {layout} | {rule} | {} | {} of 8 | {} |",
+                        "| {layout} | {rule} | {} | {} of {} | {} |",
                         mb(num(v.get("bytes"))),
                         v["tags_readable"],
+                        tag_count(r),
                         holding
                     );
                 }
@@ -487,6 +488,11 @@ fn kind_name(c: &Value) -> &'static str {
         "erasure" => "erasure",
         _ => "",
     }
+}
+
+/// The tags the run made (eight on the full data, fewer on a sample).
+fn tag_count(r: &Value) -> usize {
+    r["tags"].as_array().map_or(0, Vec::len)
 }
 
 #[cfg(test)]

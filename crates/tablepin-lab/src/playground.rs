@@ -233,7 +233,6 @@ pub fn check_presets(
                     ("tags_readable", k.tags_readable),
                     ("blobs_holding_erased", k.holding),
                 ],
-                "copy" => &[("bytes", k.bytes), ("tags_readable", k.tags_readable)],
                 _ => &[
                     ("bytes", k.bytes),
                     ("tags_readable", k.tags_readable),
@@ -335,20 +334,29 @@ mod tests {
             layouts: vec![layout(&[&[1, 2], &[3]])],
         };
         let rules = [("all", vec![0, 1])];
-        let measured = |bytes: u64| {
+        let measured = |bytes: u64, copy_holding: u64| {
             json!({
                 "month": {"all": {"bytes": bytes, "tags_readable": 1, "files_holding_erased": 1}},
-                "copy": {"all": {"bytes": 60, "tags_readable": 1}},
+                "copy": {"all": {"bytes": 60, "tags_readable": 1, "files_holding_erased": copy_holding}},
             })
         };
-        let ok = measured(60);
+        let ok = measured(60, 1);
         assert_eq!(
             check_presets(&p, &rules, ok.as_object().unwrap()).unwrap(),
-            5
+            6
         );
-        let off = measured(61);
+        let off = measured(61, 1);
         let err = check_presets(&p, &rules, off.as_object().unwrap()).unwrap_err();
         assert!(err.to_string().contains("60 bytes for month"), "{err}");
+        // The copies' files holding the customer are measured and checked
+        // too (the report once gave none where the page gave a count).
+        let off = measured(60, 2);
+        let err = check_presets(&p, &rules, off.as_object().unwrap()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("1 files_holding_erased for copy, the lab measured 2"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -485,6 +485,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         row["tablepin"] = json!(ok);
         tag_rows.push(row);
     }
+    exact_read_backs(&read_back_of, &last_ok)?;
     log(v, &start, "tags read back");
 
     // As of: today's lines dated before the end of each tag's week; and
@@ -653,9 +654,20 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
                 .iter()
                 .filter(|t| kept.contains(&t.version_index))
                 .count();
+            // Each kept copy holds its own copies of the month files that
+            // hold the customer.
+            let holding: usize = kept_versions
+                .iter()
+                .map(|i| {
+                    month.history.versions[*i]
+                        .iter()
+                        .filter(|id| holds(id, &month.history))
+                        .count()
+                })
+                .sum();
             per_rule.insert(
                 rule.to_string(),
-                json!({"bytes": bytes, "tags_readable": readable}),
+                json!({"bytes": bytes, "tags_readable": readable, "files_holding_erased": holding}),
             );
         }
         retention.insert("copy".into(), Value::Object(per_rule));
@@ -1258,4 +1270,42 @@ fn files_of<'a>(recs: impl Iterator<Item = &'a Rec>) -> Vec<(ObjectId, Bytes)> {
 /// The blob's id, for tests that compare files.
 pub fn id_of(b: &Bytes) -> ObjectId {
     ObjectId::of(b)
+}
+
+/// The lab's first claim: every layout reads every tag, and the last
+/// version, back exactly. A read-back that is not exact stops the lab
+/// (a report of "7 of 8" would be a figure, not a check).
+fn exact_read_backs(tags: &BTreeMap<&str, (u64, u64)>, last: &[bool; 4]) -> Result<(), LabError> {
+    if let Some((layout, (ok, of))) = tags.iter().find(|(_, (ok, of))| ok != of) {
+        return Err(LabError::Other(format!(
+            "the {layout} layout read {ok} of {of} tags back exactly: a stored version must read back as it was committed"
+        )));
+    }
+    let names = ["month", "week", "changes", "tablepin"];
+    if let Some(i) = last.iter().position(|ok| !ok) {
+        return Err(LabError::Other(format!(
+            "the {} layout's last version does not read back as the table it stored",
+            names[i]
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_back_that_is_not_exact_stops_the_lab() {
+        let all = BTreeMap::from([("month", (8, 8)), ("tablepin", (8, 8))]);
+        assert!(exact_read_backs(&all, &[true; 4]).is_ok());
+        let patched = BTreeMap::from([("month", (8, 8)), ("tablepin", (7, 8))]);
+        let err = exact_read_backs(&patched, &[true; 4]).unwrap_err();
+        assert!(
+            err.to_string().contains("tablepin layout read 7 of 8"),
+            "{err}"
+        );
+        let err = exact_read_backs(&all, &[true, false, true, true]).unwrap_err();
+        assert!(err.to_string().contains("week layout's last"), "{err}");
+    }
 }

@@ -26,54 +26,109 @@ use tablepin::{
 };
 
 create_exception!(tablepin, Error, PyException, "Every error tablepin raises.");
-create_exception!(
-    tablepin,
+/// The kinds of error below [`Error`]. Each class is also the built-in
+/// exception a Python user would catch for it (`except ValueError` catches
+/// `BadInput`, `except LookupError` catches `NotFound`), which one base
+/// class, as `create_exception!` makes, cannot say: the classes are made
+/// once with Python's `type(name, bases, namespace)`.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
     BadInput,
-    Error,
-    "Bad input: a table, a column, a key, a schema, a name or an argument (CLI exit code 2)."
-);
-create_exception!(
-    tablepin,
     NotFound,
-    Error,
-    "A repository, ref, revision or table that does not exist (CLI exit code 3)."
-);
-create_exception!(
-    tablepin,
     Conflict,
-    Error,
-    "Something exists already, or a ref moved under the call (CLI exit code 4)."
-);
-create_exception!(
-    tablepin,
     Damaged,
-    Error,
-    "Stored bytes are damaged or missing; the message names the blob (CLI exit code 5)."
-);
-create_exception!(
-    tablepin,
-    StorageError,
-    Error,
-    "Storage or another system failed (CLI exit code 1)."
-);
-create_exception!(
-    tablepin,
-    InternalError,
-    Error,
-    "A failure inside tablepin itself, a bug (CLI exit code 6)."
-);
+    Storage,
+    Internal,
+}
+
+impl Kind {
+    const ALL: [Kind; 6] = [
+        Kind::BadInput,
+        Kind::NotFound,
+        Kind::Conflict,
+        Kind::Damaged,
+        Kind::Storage,
+        Kind::Internal,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::BadInput => "BadInput",
+            Kind::NotFound => "NotFound",
+            Kind::Conflict => "Conflict",
+            Kind::Damaged => "Damaged",
+            Kind::Storage => "StorageError",
+            Kind::Internal => "InternalError",
+        }
+    }
+
+    fn doc(self) -> &'static str {
+        match self {
+            Kind::BadInput => "Bad input: a table, a column, a key, a schema, a name or an argument (CLI exit code 2); a ValueError too.",
+            Kind::NotFound => "A repository, ref, revision or table that does not exist (CLI exit code 3); a LookupError too.",
+            Kind::Conflict => "Something exists already, or a ref moved under the call (CLI exit code 4).",
+            Kind::Damaged => "Stored bytes are damaged or missing; the message names the blob (CLI exit code 5).",
+            Kind::Storage => "Storage or another system failed (CLI exit code 1); an OSError too.",
+            Kind::Internal => "A failure inside tablepin itself, a bug (CLI exit code 6); a RuntimeError too.",
+        }
+    }
+
+    /// The class's bases: [`Error`], then the built-in it also is.
+    fn bases<'py>(self, py: Python<'py>) -> Bound<'py, pyo3::types::PyTuple> {
+        use pyo3::exceptions::{PyLookupError, PyOSError, PyRuntimeError, PyValueError};
+        let error = py.get_type::<Error>();
+        let builtin = match self {
+            Kind::BadInput => Some(py.get_type::<PyValueError>()),
+            Kind::NotFound => Some(py.get_type::<PyLookupError>()),
+            Kind::Storage => Some(py.get_type::<PyOSError>()),
+            Kind::Internal => Some(py.get_type::<PyRuntimeError>()),
+            Kind::Conflict | Kind::Damaged => None,
+        };
+        let bases: Vec<Bound<'py, pyo3::types::PyType>> =
+            std::iter::once(error).chain(builtin).collect();
+        pyo3::types::PyTuple::new(py, bases).unwrap_or_else(|_| pyo3::types::PyTuple::empty(py))
+    }
+
+    /// The class, made on first use.
+    fn class<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyType>> {
+        static CLASSES: [pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>>; 6] =
+            [const { pyo3::sync::PyOnceLock::new() }; 6];
+        CLASSES[self as usize]
+            .get_or_try_init(py, || {
+                let namespace = pyo3::types::PyDict::new(py);
+                namespace.set_item("__doc__", self.doc())?;
+                namespace.set_item("__module__", "tablepin")?;
+                let made = py.import("builtins")?.getattr("type")?.call1((
+                    self.name(),
+                    self.bases(py),
+                    namespace,
+                ))?;
+                Ok::<_, PyErr>(made.cast_into::<pyo3::types::PyType>()?.unbind())
+            })
+            .map(|c| c.bind(py).clone())
+    }
+
+    /// An exception of this kind saying `message`.
+    fn err(self, message: impl Into<String>) -> PyErr {
+        let message = message.into();
+        Python::attach(|py| match self.class(py) {
+            Ok(class) => PyErr::from_type(class, message),
+            Err(e) => e,
+        })
+    }
+}
 
 /// The engine's error as the Python exception of its kind, with the same
 /// one-sentence message the CLI prints.
 fn err(e: tablepin::Error) -> PyErr {
     let m = in_python(&e).unwrap_or_else(|| e.to_string());
     match e.kind() {
-        ErrorKind::InvalidInput => BadInput::new_err(m),
-        ErrorKind::NotFound => NotFound::new_err(m),
-        ErrorKind::Conflict => Conflict::new_err(m),
-        ErrorKind::Damaged => Damaged::new_err(m),
-        ErrorKind::Io => StorageError::new_err(m),
-        _ => InternalError::new_err(m),
+        ErrorKind::InvalidInput => Kind::BadInput.err(m),
+        ErrorKind::NotFound => Kind::NotFound.err(m),
+        ErrorKind::Conflict => Kind::Conflict.err(m),
+        ErrorKind::Damaged => Kind::Damaged.err(m),
+        ErrorKind::Io => Kind::Storage.err(m),
+        _ => Kind::Internal.err(m),
     }
 }
 
@@ -145,7 +200,7 @@ fn stream(
 }
 
 fn internal(what: &str, e: impl std::fmt::Display) -> PyErr {
-    InternalError::new_err(format!("{what}: {e}"))
+    Kind::Internal.err(format!("{what}: {e}"))
 }
 
 /// The one runtime every call runs on.
@@ -181,18 +236,16 @@ fn collect(data: ArrowArrayStreamReader) -> PyResult<(SchemaRef, Vec<RecordBatch
     let schema = data.schema();
     let batches = data
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| BadInput::new_err(format!("cannot read the rows given: {e}")))?;
+        .map_err(|e| Kind::BadInput.err(format!("cannot read the rows given: {e}")))?;
     tablepin::files::normalize(&schema, batches)
-        .map_err(|e| BadInput::new_err(format!("cannot read the rows given: {e}")))
+        .map_err(|e| Kind::BadInput.err(format!("cannot read the rows given: {e}")))
 }
 
 fn ref_kind(kind: &str) -> PyResult<RefKind> {
     match kind {
         "branch" => Ok(RefKind::Branch),
         "tag" => Ok(RefKind::Tag),
-        other => Err(BadInput::new_err(format!(
-            "a ref is a 'branch' or a 'tag', not '{other}'"
-        ))),
+        other => Err(Kind::BadInput.err(format!("a ref is a 'branch' or a 'tag', not '{other}'"))),
     }
 }
 
@@ -202,7 +255,7 @@ fn mode(name: &str) -> PyResult<Mode> {
         "append" => Ok(Mode::Append),
         "upsert" => Ok(Mode::Upsert),
         "delete" => Ok(Mode::Delete),
-        other => Err(BadInput::new_err(format!(
+        other => Err(Kind::BadInput.err(format!(
             "mode is one of 'overwrite', 'append', 'upsert' or 'delete', not '{other}'"
         ))),
     }
@@ -239,7 +292,7 @@ fn take<T>(slot: &Mutex<Option<T>>) -> PyResult<T> {
         .map_err(|e| internal("a plan's lock", e))?
         .take()
         .ok_or_else(|| {
-            BadInput::new_err("this plan was applied already; make a new one to apply it again")
+            Kind::BadInput.err("this plan was applied already; make a new one to apply it again")
         })
 }
 
@@ -272,7 +325,7 @@ impl PyRepo {
     #[pyo3(signature = (location=None))]
     fn open(py: Python<'_>, location: Option<String>) -> PyResult<Self> {
         let cwd = std::env::current_dir()
-            .map_err(|e| StorageError::new_err(format!("cannot read the current folder: {e}")))?;
+            .map_err(|e| Kind::Storage.err(format!("cannot read the current folder: {e}")))?;
         let location = Repo::discover(location.as_deref(), &cwd).map_err(err)?;
         let at = location.clone();
         let repo = run(py, async move { Repo::open(&at).await })?;
@@ -657,7 +710,7 @@ fn content_hash(
         None => py
             .detach(|| tablepin::content_hash(&batches))
             .map(|h| h.to_string())
-            .map_err(|e| BadInput::new_err(e.to_string())),
+            .map_err(|e| Kind::BadInput.err(e.to_string())),
     }
 }
 
@@ -669,12 +722,9 @@ fn _tablepin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyErasePlan>()?;
     m.add_function(wrap_pyfunction!(content_hash, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
-    m.add("BadInput", py.get_type::<BadInput>())?;
-    m.add("NotFound", py.get_type::<NotFound>())?;
-    m.add("Conflict", py.get_type::<Conflict>())?;
-    m.add("Damaged", py.get_type::<Damaged>())?;
-    m.add("StorageError", py.get_type::<StorageError>())?;
-    m.add("InternalError", py.get_type::<InternalError>())?;
+    for kind in Kind::ALL {
+        m.add(kind.name(), kind.class(py)?)?;
+    }
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

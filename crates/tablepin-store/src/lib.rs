@@ -51,6 +51,8 @@ use tablepin_format::{ObjectId, RefEntry, RefKind};
 pub mod cache;
 pub mod counted;
 pub mod faults;
+#[doc(hidden)]
+pub mod gate;
 pub mod memo;
 pub mod remote;
 

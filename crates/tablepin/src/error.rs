@@ -76,26 +76,41 @@ pub enum Error {
         available: String,
     },
     /// A key column holds a null.
-    #[error("key column '{column}' of table '{table}' is null in row {row} of the input; key columns cannot be null")]
+    #[error("key column '{column}' of table '{table}' is null in row {} of the input; key columns cannot be null", .row + 1)]
     NullKey {
         /// The table.
         table: String,
         /// The key column.
         column: String,
-        /// The 0-based input row.
+        /// The 0-based input row (said counting from 1).
         row: usize,
     },
     /// Two input rows have the same key.
-    #[error("rows {first} and {second} of the input have the same key {key} in table '{table}'; keys must be unique")]
+    #[error("rows {} and {} of the input have the same key {key} in table '{table}'; keys must be unique", .first + 1, .second + 1)]
     DuplicateKey {
         /// The table.
         table: String,
         /// The key, as text.
         key: String,
-        /// The first row.
+        /// The first row (0-based, said counting from 1).
         first: usize,
-        /// The second row.
+        /// The second row (0-based).
         second: usize,
+    },
+    /// An input value that reading it as the table's type would change.
+    #[error("the input of table '{table}': column '{column}' cannot become {to} without changing a value: row {} {change}", .row + 1)]
+    LossyValue {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The table's type.
+        to: String,
+        /// The 0-based input row (said counting from 1).
+        row: usize,
+        /// What the row holds and what it would become ("holds 5.5 and
+        /// would become 5").
+        change: String,
     },
     /// An appended key exists already.
     #[error("key {key} exists already in table '{table}'; commit in upsert mode to replace rows")]
@@ -457,6 +472,7 @@ impl Error {
             | E::UnknownColumn { .. }
             | E::NullKey { .. }
             | E::DuplicateKey { .. }
+            | E::LossyValue { .. }
             | E::KeyExists { .. }
             | E::KeyChange { .. }
             | E::NoKey { .. }

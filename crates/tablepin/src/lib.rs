@@ -55,6 +55,7 @@
 pub mod delta;
 mod error;
 pub mod files;
+mod progress;
 pub mod repo;
 pub mod sql;
 pub mod table;

@@ -45,14 +45,14 @@ async fn a_repository_lives_on_a_store_the_caller_supplies() {
 /// Writers racing with `try_commit`: each attempt lands or says it lost,
 /// and what it says is true: every landed commit's rows are in the head,
 /// no lost one's are, and a lost commit tried again with `commit` lands.
+/// The race happens by construction, not by luck: the store holds each
+/// round's ref writes until all eight writers have made theirs, so all
+/// eight planned on the same head and exactly one of them lands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
     use tablepin::{CommitOutcome, Mode};
-    let repo = Arc::new(
-        Repo::init("memory://", WriteSettings::default())
-            .await
-            .unwrap(),
-    );
+    let (_, gate, repo) = stalled_repo("memory://racing").await;
+    let repo = Arc::new(repo);
     let rows = |from: i64| {
         let ids: Vec<i64> = (from..from + 2000).collect();
         RecordBatch::try_from_iter(vec![("id", Arc::new(Int64Array::from(ids)) as ArrayRef)])
@@ -67,7 +67,9 @@ async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
         .await
         .unwrap();
     let (mut landed, mut lost) = (vec![0i64], Vec::new());
+    *gate.gather.lock().await = Some(Arc::new(tokio::sync::Barrier::new(8)));
     for round in 0..5i64 {
+        let landed_before = landed.len();
         let barrier = Arc::new(tokio::sync::Barrier::new(8));
         let tasks: Vec<_> = (0..8i64)
             .map(|w| {
@@ -98,6 +100,11 @@ async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
                 }
             }
         }
+        assert_eq!(
+            landed.len() - landed_before,
+            1,
+            "round {round}: one of eight lands"
+        );
     }
     let head = repo.read("main", "t", None).await.unwrap();
     let ids: std::collections::BTreeSet<i64> = head
@@ -123,8 +130,8 @@ async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
     }
     assert_eq!(ids.len(), landed.len() * 2000);
     assert_eq!(repo.log("main").await.unwrap().len(), landed.len());
-    // Eight writers released at once on two threads: some lost.
-    assert!(!lost.is_empty(), "no attempt lost a race in 40");
+    assert_eq!(lost.len(), 5 * 7);
+    *gate.gather.lock().await = None;
     let opts = CommitOptions {
         mode: Mode::Append,
         ..Default::default()
@@ -141,12 +148,15 @@ async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
 
 /// A store that, armed, holds the first ref write it sees for `stall`
 /// while `during` runs: a commit stalled between writing its blobs and
-/// landing, as a descheduled process or a slow store stalls it.
+/// landing, as a descheduled process or a slow store stalls it. With a
+/// `gather` barrier, it holds every ref write until the barrier's count
+/// of them have arrived: writers that all planned on one head, racing.
 struct Stalling {
     inner: Arc<dyn object_store::ObjectStore>,
     armed: std::sync::atomic::AtomicBool,
     during:
         tokio::sync::Mutex<Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>>,
+    gather: tokio::sync::Mutex<Option<Arc<tokio::sync::Barrier>>>,
 }
 
 impl std::fmt::Debug for Stalling {
@@ -176,6 +186,10 @@ impl object_store::ObjectStore for Stalling {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        let gather = self.gather.lock().await.clone();
+        if let Some(barrier) = gather.filter(|_| location.as_ref().starts_with("refs/")) {
+            barrier.wait().await;
+        }
         if location.as_ref().starts_with("refs/")
             && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
         {
@@ -231,6 +245,7 @@ async fn stalled_repo(name: &str) -> (Arc<dyn object_store::ObjectStore>, Arc<St
         inner: os.clone(),
         armed: false.into(),
         during: tokio::sync::Mutex::new(None),
+        gather: tokio::sync::Mutex::new(None),
     });
     let repo = Repo::init_store(
         Store::from_object_store(stalling.clone(), name),
@@ -291,7 +306,8 @@ async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
     let read = again.read("main", "t", None).await.unwrap();
     assert_eq!(read.version, c.version);
     assert_eq!(read.batches, vec![rows(vec![1, 2, 3])]);
-    again.verify(&tablepin::NoProgress).await.unwrap();
+    let v = again.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
 }
 
 /// Upserts rows of these ids into table `t` of `repo`'s main.

@@ -585,7 +585,8 @@ fn last_one() -> GcPolicy {
 /// The repository afterwards: whole, owner 7 in no blob, the head's rows.
 async fn whole_without_owner_7(dir: &std::path::Path) {
     let r = Repo::open(dir.to_str().unwrap()).await.unwrap();
-    r.verify(&NoProgress).await.unwrap();
+    let v = r.verify(&NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
     assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
     assert_eq!(blobs_holding(&r, 7).await, 0);
     let head = r.resolve("main").await.unwrap();

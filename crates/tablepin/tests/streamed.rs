@@ -290,7 +290,7 @@ async fn errors_are_those_of_the_whole_input_and_name_its_rows() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains("rows 3000 and 3001"), "{e}");
+    assert!(e.contains("rows 3001 and 3002"), "{e}");
     // An appended key the table has, found in a window's part of it.
     let input = rows_of(table(6000));
     repo.commit_streamed("t", &input, &opts(Mode::Overwrite, 2500))
@@ -307,4 +307,66 @@ async fn errors_are_those_of_the_whole_input_and_name_its_rows() {
     assert!(e.contains("key id=10 exists already"), "{e}");
     // Nothing of the refused commits is visible.
     assert_eq!(read(&repo).await, table(6000));
+}
+
+/// What a reader told its progress: the totals begun and the bytes done.
+#[derive(Default)]
+struct Told {
+    begun: std::sync::Mutex<Vec<(String, u64)>>,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl tablepin::Progress for Told {
+    fn begin(&self, what: &str, total: u64) {
+        self.begun.lock().unwrap().push((what.to_string(), total));
+        self.done.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn advance(&self, n: u64) {
+        self.done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn reading_a_csv_file_tells_its_progress_of_every_byte_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.csv");
+    let mut text = String::from("id,v\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("{i},{}\n", i * 7));
+    }
+    std::fs::write(&path, &text).unwrap();
+    let path = path.to_str().unwrap().to_string();
+    let told = Arc::new(Told::default());
+    let opts = tablepin::files::ReadOptions {
+        delimiter: None,
+        progress: Some(told.clone()),
+    };
+    let bytes = text.len() as u64;
+
+    // Read whole: the bytes parsed, all of them.
+    let (_, batches) = tablepin::files::read_table_file_with(&path, &opts).unwrap();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 200_000);
+    assert_eq!(
+        told.begun.lock().unwrap().clone(),
+        vec![(format!("reading {path}"), bytes)]
+    );
+    assert_eq!(told.done.load(std::sync::atomic::Ordering::Relaxed), bytes);
+
+    // A batch at a time (a streamed commit): the file's bytes as they are
+    // read, the schema's sample pass not counted.
+    let (_, batches) = tablepin::files::open_table_file(&path, &opts).unwrap();
+    let mut rows = 0;
+    let mut seen_before_end = Vec::new();
+    for b in batches {
+        rows += b.unwrap().num_rows();
+        seen_before_end.push(told.done.load(std::sync::atomic::Ordering::Relaxed));
+    }
+    assert_eq!(rows, 200_000);
+    assert_eq!(told.begun.lock().unwrap().len(), 2);
+    assert_eq!(told.begun.lock().unwrap()[1].1, bytes);
+    assert_eq!(told.done.load(std::sync::atomic::Ordering::Relaxed), bytes);
+    assert!(
+        seen_before_end.first().is_some_and(|first| *first < bytes),
+        "the first batch came before the whole file was read: {seen_before_end:?}"
+    );
 }

@@ -17,6 +17,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 
 mod write;
 pub use write::{can_write, write_table_file, OutputFormat, TableFileWriter};
@@ -65,11 +66,59 @@ fn input_err(path: &str) -> impl Fn(String) -> Error + '_ {
 }
 
 /// How to read a table file.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ReadOptions {
     /// The field separator of a CSV file (default: tab for `.tsv` and
     /// `.tsv.gz`, comma otherwise).
     pub delimiter: Option<u8>,
+    /// Told of a CSV file's bytes as they are parsed, parsing being where
+    /// reading one takes its time: `begin` with the bytes to parse (the
+    /// file as stored when read a batch at a time, as decompressed when
+    /// read whole), `advance` as they are; the caller ends it.
+    pub progress: Option<Arc<dyn Progress>>,
+}
+
+impl std::fmt::Debug for ReadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadOptions")
+            .field("delimiter", &self.delimiter)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// A reader that tells a [`Progress`] of the bytes read through it.
+struct Told<R> {
+    inner: R,
+    progress: Arc<dyn Progress>,
+}
+
+impl<R: Read> Read for Told<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.advance(n as u64);
+        Ok(n)
+    }
+}
+
+/// `r`, telling `progress` (when given) of `total` bytes to read and of
+/// each read.
+fn told<'a, R: Read + Send + 'a>(
+    r: R,
+    progress: Option<&Arc<dyn Progress>>,
+    what: &str,
+    total: u64,
+) -> Box<dyn Read + Send + 'a> {
+    match progress {
+        Some(p) => {
+            p.begin(what, total);
+            Box::new(Told {
+                inner: r,
+                progress: p.clone(),
+            })
+        }
+        None => Box::new(r),
+    }
 }
 
 /// A table file as a commit's input, read a batch at a time: Parquet,
@@ -167,7 +216,7 @@ pub fn open_table_file(path: &str, opts: &ReadOptions) -> Result<(SchemaRef, Bat
         FileFormat::Ipc => ipc_stream(BufReader::new(open()?)).map_err(&err)?,
         FileFormat::Csv => {
             let (gz, format) = csv_format(path, opts);
-            let text = |f: File| -> Box<dyn Read + Send> {
+            let text = |f: Box<dyn Read + Send>| -> Box<dyn Read + Send> {
                 if gz {
                     Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
                         BufReader::new(f),
@@ -177,13 +226,21 @@ pub fn open_table_file(path: &str, opts: &ReadOptions) -> Result<(SchemaRef, Bat
                 }
             };
             let (schema, _) = format
-                .infer_schema(text(open()?), Some(10_000))
+                .infer_schema(text(Box::new(open()?)), Some(10_000))
                 .map_err(|e| err(csv_message(&e.to_string())))?;
             let schema = Arc::new(schema);
+            let file = open()?;
+            let stored = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let rows = told(
+                file,
+                opts.progress.as_ref(),
+                &format!("reading {path}"),
+                stored,
+            );
             let reader = arrow::csv::ReaderBuilder::new(schema.clone())
                 .with_format(format)
                 .with_batch_size(64 * 1024)
-                .build(text(open()?))
+                .build(text(rows))
                 .map_err(|e| err(format!("not a valid CSV file: {e}")))?;
             let it = reader.map(|b| b.map_err(|e| csv_message(&e.to_string())));
             (schema, Box::new(it))
@@ -259,7 +316,7 @@ pub fn read_table_file_with(
                         .read_to_end(&mut raw)
                         .map_err(|e| err(e.to_string()))?;
                 }
-                read_csv(raw, format).map_err(&err)?
+                read_csv(raw, format, opts.progress.as_ref(), path).map_err(&err)?
             }
         }
     };
@@ -334,7 +391,7 @@ fn read_piped(
     let format = arrow::csv::reader::Format::default()
         .with_header(true)
         .with_delimiter(delimiter);
-    read_csv(text, format)
+    read_csv(text, format, opts.progress.as_ref(), "standard input")
 }
 
 fn read_parquet<T: parquet::file::reader::ChunkReader + 'static>(
@@ -357,15 +414,23 @@ fn read_ipc<R: Read + Seek + Send + 'static>(
 fn read_csv(
     raw: Vec<u8>,
     format: arrow::csv::reader::Format,
+    progress: Option<&Arc<dyn Progress>>,
+    path: &str,
 ) -> std::result::Result<(SchemaRef, Vec<RecordBatch>), String> {
     let (schema, _) = format
         .infer_schema(Cursor::new(&raw), Some(10_000))
         .map_err(|e| csv_message(&e.to_string()))?;
     let schema = Arc::new(schema);
+    let total = raw.len() as u64;
     let reader = arrow::csv::ReaderBuilder::new(schema.clone())
         .with_format(format)
         .with_batch_size(64 * 1024)
-        .build(Cursor::new(raw))
+        .build(told(
+            Cursor::new(raw),
+            progress,
+            &format!("reading {path}"),
+            total,
+        ))
         .map_err(|e| format!("not a valid CSV file: {e}"))?;
     let batches = reader
         .collect::<std::result::Result<Vec<_>, _>>()

@@ -40,20 +40,7 @@ use crate::error::{Error, Result};
 use crate::table::plan::{self, Mode, PlanInput, TablePlan};
 use crate::table::{self, ReadStats, ScanOptions, WriteSettings};
 
-/// Reports progress of long work; the command line draws bars with it.
-pub trait Progress: Send + Sync {
-    /// Work of `total` units named `what` starts.
-    fn begin(&self, _what: &str, _total: u64) {}
-    /// `n` more units are done.
-    fn advance(&self, _n: u64) {}
-    /// The work is done.
-    fn end(&self) {}
-}
-
-/// A [`Progress`] that shows nothing.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoProgress;
-impl Progress for NoProgress {}
+pub use crate::progress::{NoProgress, Progress};
 
 /// A repository's fixed settings, in `meta/config.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

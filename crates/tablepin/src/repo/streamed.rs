@@ -425,6 +425,19 @@ fn shifted(e: Error, offset: usize) -> Error {
             first: first + offset,
             second: second + offset,
         },
+        Error::LossyValue {
+            table,
+            column,
+            to,
+            row,
+            change,
+        } => Error::LossyValue {
+            table,
+            column,
+            to,
+            row: row + offset,
+            change,
+        },
         e => e,
     }
 }

@@ -663,8 +663,21 @@ fn ready(table: &str, p: &PlanInput<'_>, input: &RecordBatch, key: &[String]) ->
     let parent_schema = p.parent.map(|s| &s.schema);
     let (schema, schema_moved, rewrite_all) =
         resolve_schema(table, parent_schema, &input.schema(), p.rules, p.mode, key)?;
-    let input = types::conform(input, &schema).map_err(|message| {
-        Error::InvalidArgument(format!("the input of table '{table}': {message}"))
+    let input = types::conform_rows(input, &schema).map_err(|e| match e {
+        types::Unfit::Lossy {
+            column,
+            to,
+            row,
+            held,
+            becomes,
+        } => Error::LossyValue {
+            table: table.to_string(),
+            column,
+            to,
+            row,
+            change: format!("holds {held} and would become {becomes}"),
+        },
+        other => Error::InvalidArgument(format!("the input of table '{table}': {other}")),
     })?;
     let key_idx = keys::key_indices(table, &schema, key)?;
     let codec = if key.is_empty() {

@@ -165,6 +165,45 @@ pub(crate) fn fit(table: &DataType, input: &DataType) -> Fit {
 /// that the cast would change refuses the commit, naming the column, the
 /// row and both values.
 pub(crate) fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
+    conform_rows(batch, schema).map_err(|e| e.to_string())
+}
+
+/// Why rows do not conform to a schema.
+#[derive(Debug)]
+pub(crate) enum Unfit {
+    /// A value would change: in `column`, at the 0-based `row`.
+    Lossy {
+        column: String,
+        to: String,
+        row: usize,
+        held: String,
+        becomes: String,
+    },
+    /// Anything else (a cast Arrow cannot make).
+    Other(String),
+}
+
+impl std::fmt::Display for Unfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unfit::Lossy {
+                column,
+                to,
+                row,
+                held,
+                becomes,
+            } => write!(
+                f,
+                "column '{column}' cannot become {to} without changing a value: row {} holds {held} and would become {becomes}",
+                row + 1
+            ),
+            Unfit::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+/// [`conform`], saying which value would change as data.
+pub(crate) fn conform_rows(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, Unfit> {
     if batch.schema().fields() == schema.fields() {
         return Ok(batch.clone());
     }
@@ -181,7 +220,8 @@ pub(crate) fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordB
         })
         .collect::<Result<_, _>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    RecordBatch::try_new_with_options(Arc::clone(schema), cols, &options).map_err(|e| e.to_string())
+    RecordBatch::try_new_with_options(Arc::clone(schema), cols, &options)
+        .map_err(|e| Unfit::Other(e.to_string()))
 }
 
 /// The content hash of rows as a table of `schema` holds them: each
@@ -223,10 +263,12 @@ pub fn content_hash_as(
 }
 
 /// `col` cast to `to`, refused when any value changes.
-fn exact_cast(name: &str, col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
+fn exact_cast(name: &str, col: &ArrayRef, to: &DataType) -> Result<ArrayRef, Unfit> {
     let from = col.data_type();
     let fail = |e: arrow::error::ArrowError| {
-        format!("column '{name}' cannot be cast from {from} to {to}: {e}")
+        Unfit::Other(format!(
+            "column '{name}' cannot be cast from {from} to {to}: {e}"
+        ))
     };
     let out = cast(col, to).map_err(fail)?;
     let back = cast(&out, from).map_err(fail)?;
@@ -239,11 +281,13 @@ fn exact_cast(name: &str, col: &ArrayRef, to: &DataType) -> Result<ArrayRef, Str
                 array_value_to_string(a, row).unwrap_or_else(|_| "?".into())
             }
         };
-        return Err(format!(
-            "column '{name}' cannot become {to} without changing a value: row {row} holds {} and would become {}",
-            show(col.as_ref()),
-            show(out.as_ref())
-        ));
+        return Err(Unfit::Lossy {
+            column: name.to_string(),
+            to: to.to_string(),
+            row,
+            held: show(col.as_ref()),
+            becomes: show(out.as_ref()),
+        });
     }
     Ok(out)
 }
@@ -356,7 +400,7 @@ mod tests {
             &schema("t", DataType::Timestamp(TimeUnit::Second, None)),
         )
         .unwrap_err();
-        assert!(err.contains("column 't'") && err.contains("row 1"), "{err}");
+        assert!(err.contains("column 't'") && err.contains("row 2"), "{err}");
         // 30.0 becomes 30; 30.5 would not.
         let f = one("q", Arc::new(Float64Array::from(vec![30.0, 2.0])));
         let i = conform(&f, &schema("q", DataType::Int64)).unwrap();
@@ -370,7 +414,7 @@ mod tests {
         );
         let f = one("q", Arc::new(Float64Array::from(vec![30.0, 30.5])));
         let err = conform(&f, &schema("q", DataType::Int64)).unwrap_err();
-        assert!(err.contains("row 1 holds 30.5"), "{err}");
+        assert!(err.contains("row 2 holds 30.5"), "{err}");
         // Text in any form, and a dictionary, become the table's text.
         let large = one("s", Arc::new(LargeStringArray::from(vec!["a", "b"])));
         let plain = conform(&large, &schema("s", DataType::Utf8)).unwrap();
