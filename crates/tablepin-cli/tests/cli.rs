@@ -727,3 +727,34 @@ fn version_names_the_commit_and_the_format_it_writes() {
         "{line}"
     );
 }
+
+/// On a terminal (a pseudo-terminal made by `script`), help is styled,
+/// and NO_COLOR turns the styling off.
+#[test]
+fn no_color_turns_styling_off_on_a_terminal() {
+    let on_a_terminal = |no_color: bool| {
+        let mut c = std::process::Command::new("script");
+        c.args([
+            "-qec",
+            &format!("{} --help", env!("CARGO_BIN_EXE_tablepin")),
+            "/dev/null",
+        ]);
+        c.env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let styled = on_a_terminal(false);
+    assert!(
+        styled.contains("Usage") && styled.contains('\u{1b}'),
+        "{styled:?}"
+    );
+    let plain = on_a_terminal(true);
+    assert!(
+        plain.contains("Usage") && !plain.contains('\u{1b}'),
+        "{plain:?}"
+    );
+}
