@@ -48,6 +48,43 @@ pub fn tally(files: impl IntoIterator<Item = (String, u64)>) -> Remote {
     r
 }
 
+/// The MD5 of `bytes` in hex, as DVC names a file by its content.
+pub fn md5_hex(bytes: &[u8]) -> String {
+    use md5::Digest;
+    format!("{:x}", md5::Md5::digest(bytes))
+}
+
+/// The content a remote's data file holds by its path, as DVC 3 names it
+/// (`files/md5/ab/cdef...`: the MD5 split after two characters); `None`
+/// for a folder listing (`.dir`) or another path.
+pub fn md5_of_path(path: &str) -> Option<String> {
+    let mut parts = path.rsplit('/');
+    let (rest, first) = (parts.next()?, parts.next()?);
+    let md5 = format!("{first}{rest}");
+    (md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit())).then_some(md5)
+}
+
+/// Compares the MD5s written with a remote's paths: `None` when its data
+/// files are exactly those, else what differs.
+pub fn compare_md5s<'a>(
+    written: &std::collections::BTreeSet<String>,
+    paths: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let held: std::collections::BTreeSet<String> = paths
+        .into_iter()
+        .filter(|p| !p.ends_with(".dir"))
+        .filter_map(md5_of_path)
+        .collect();
+    if let Some(m) = written.difference(&held).next() {
+        return Some(format!(
+            "the month file with MD5 {m} is not in dvc's remote"
+        ));
+    }
+    held.difference(written)
+        .next()
+        .map(|m| format!("dvc's remote holds a file with MD5 {m} that no month file has"))
+}
+
 /// A month file's name in the folder DVC versions (`2010-12.parquet`),
 /// from the month layout's key (year * 12 + month, from 0).
 pub fn file_name(month: i64) -> String {
@@ -88,6 +125,8 @@ pub struct Dvc {
     root: PathBuf,
     remote: PathBuf,
     written: BTreeMap<String, ObjectId>,
+    /// The MD5 of every month file written, as DVC names them.
+    md5s: std::collections::BTreeSet<String>,
     /// Versions added and pushed.
     pub versions: u64,
     /// Seconds spent in the `dvc` command.
@@ -117,6 +156,7 @@ impl Dvc {
             root,
             remote,
             written: BTreeMap::new(),
+            md5s: Default::default(),
             versions: 0,
             seconds: 0.0,
         };
@@ -143,6 +183,7 @@ impl Dvc {
             };
             let p = data.join(&name);
             std::fs::write(&p, &rec.bytes).map_err(|e| output_error(&p, e))?;
+            self.md5s.insert(md5_hex(&rec.bytes));
             self.written.insert(name, rec.id);
         }
         self.run(&["add", "-q", "data"])?;
@@ -156,6 +197,19 @@ impl Dvc {
         let mut files = Vec::new();
         walk(&self.remote, &mut files)?;
         Ok(tally(files))
+    }
+
+    /// Whether the remote holds the month files written, file for file:
+    /// `None` when its data files are exactly those DVC names by the
+    /// MD5s of what was written, else a sentence naming the first that
+    /// differs.
+    pub fn file_for_file(&self) -> Result<Option<String>, LabError> {
+        let mut files = Vec::new();
+        walk(&self.remote, &mut files)?;
+        Ok(compare_md5s(
+            &self.md5s,
+            files.iter().map(|(p, _)| p.as_str()),
+        ))
     }
 
     fn run(&mut self, args: &[&str]) -> Result<(), LabError> {
@@ -257,6 +311,31 @@ mod tests {
         let (write, remove) = sync_plan(&written, &later);
         assert_eq!(write, vec![("2010-02.parquet".to_string(), feb)]);
         assert_eq!(remove, vec!["2010-01.parquet".to_string()]);
+    }
+
+    #[test]
+    fn the_remote_is_compared_file_for_file_by_md5() {
+        let a = md5_hex(b"month a");
+        let b = md5_hex(b"month b");
+        assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+        let written = std::collections::BTreeSet::from([a.clone(), b.clone()]);
+        let path = |m: &str| format!("/r/files/md5/{}/{}", &m[..2], &m[2..]);
+        let listing = "/r/files/md5/0a/bc.dir".to_string();
+        let same = [path(&a), path(&b), listing.clone()];
+        assert_eq!(
+            compare_md5s(&written, same.iter().map(String::as_str)),
+            None
+        );
+        let missing = [path(&a), listing.clone()];
+        let said = compare_md5s(&written, missing.iter().map(String::as_str)).unwrap();
+        assert!(
+            said.contains(&b) && said.contains("not in dvc's remote"),
+            "{said}"
+        );
+        let other = md5_hex(b"other");
+        let extra = [path(&a), path(&b), path(&other)];
+        let said = compare_md5s(&written, extra.iter().map(String::as_str)).unwrap();
+        assert!(said.contains(&other), "{said}");
     }
 
     #[test]

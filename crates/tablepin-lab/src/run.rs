@@ -1027,6 +1027,11 @@ fn dvc_figures(dvc: &Dvc, month: &crate::layouts::History) -> Result<Value, LabE
             remote.files, remote.bytes
         )));
     }
+    if let Some(differs) = dvc.file_for_file()? {
+        return Err(LabError::Other(format!(
+            "dvc's remote is not the month layout file for file: {differs}"
+        )));
+    }
     Ok(json!({
         "versions": dvc.versions, "remote_files": remote.files, "remote_bytes": remote.bytes,
         "listings": remote.listings, "listing_bytes": remote.listing_bytes,
