@@ -1174,15 +1174,13 @@ fn generate(a: GenerateArgs, json_out: bool) -> Result<ExitCode> {
     } else {
         let mut file =
             tablepin::files::TableFileWriter::create(&a.output, &tablepin_datagen::schema())?;
-        let spinner = output::Spinner::new(format!("generating {} rows", a.rows));
+        let bar = output::Bar::rows("generating", a.rows as u64);
         for c in 0..chunks {
-            file.write(&chunk(c))?;
-            spinner.step(format!(
-                "generating {} rows: {} written",
-                a.rows,
-                (c + 1) * GENERATE_CHUNK
-            ));
+            let t = chunk(c);
+            file.write(&t)?;
+            bar.inc(t.num_rows() as u64);
         }
+        drop(bar);
         file.finish()?;
     }
     if json_out && a.output != "-" {

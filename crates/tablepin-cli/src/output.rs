@@ -165,35 +165,3 @@ impl tablepin::Progress for Bar {
         self.0.finish_and_clear();
     }
 }
-
-/// A spinner on stderr naming the step a long command is in (reading a
-/// file, committing its rows), ticking on its own; hidden when stderr is not
-/// a terminal.
-pub struct Spinner(ProgressBar);
-
-impl Spinner {
-    pub fn new(what: impl Into<String>) -> Self {
-        let bar = if std::io::stderr().is_terminal() {
-            ProgressBar::new_spinner()
-        } else {
-            ProgressBar::hidden()
-        };
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
-            bar.set_style(style);
-        }
-        bar.set_message(what.into());
-        bar.enable_steady_tick(std::time::Duration::from_millis(120));
-        Self(bar)
-    }
-
-    /// The next step.
-    pub fn step(&self, what: impl Into<String>) {
-        self.0.set_message(what.into());
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        self.0.finish_and_clear();
-    }
-}
