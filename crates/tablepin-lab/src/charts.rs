@@ -284,11 +284,14 @@ fn playground_and_dvc(s: &mut String, r: &Value) {
         "\n## Try your own retention rule\n\nOpen [`{}`]({}) in a browser ({} bytes, no network): every layout's \
          file sizes and each version's files, a box that takes rules such as `keep(last(4)) | keep(TAGS)` or \
          `keep(range(0, VERSIONS, 4))`, and what each layout keeps. Its arithmetic agreed with the retention \
-         figures above on {} figures before it was written.",
+         figures above on {} figures before it was written; {} of them were measured, not computed: \
+         tablepin's after a real `gc`, each reference layout's on disk after its files were deleted \
+         by the rule and the rest counted and hashed.",
         p["file"].as_str().unwrap_or(""),
         p["file"].as_str().unwrap_or(""),
         p["bytes"],
-        p["presets_checked"]
+        p["presets_checked"],
+        p["presets_independent"]
     );
     let d = &r["dvc"];
     if d.is_null() {

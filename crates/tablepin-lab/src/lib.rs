@@ -15,6 +15,7 @@ pub mod data;
 pub mod dvc;
 pub mod experiment;
 pub mod layouts;
+pub mod on_disk;
 pub mod playground;
 pub mod remote_bench;
 pub mod run;

@@ -213,46 +213,68 @@ impl Playground {
     }
 }
 
+/// How many of the page's figures agreed with the measured retention, and
+/// how many of those were measured independently of the page's arithmetic
+/// (tablepin's real `gc`, and the reference layouts' files deleted and
+/// counted on disk, `on_disk`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PresetCheck {
+    pub agreed: u64,
+    pub independent: u64,
+}
+
 /// Checks the page's arithmetic against the retention the lab measured
 /// (`results.json`'s `retention`, by layout and rule): for every rule and
 /// layout, the bytes, the tags still readable, the files holding the
-/// erased customer and, for tablepin, the blobs `gc` left. Returns how
-/// many figures agreed; the first that does not is an error.
+/// erased customer and, for tablepin, the blobs `gc` left; for the
+/// reference layouts also the bytes, files and readable tags measured on
+/// disk (`on_disk`). The first figure that does not agree is an error.
 pub fn check_presets(
     p: &Playground,
     rules: &[(&str, Vec<usize>)],
     retention: &serde_json::Map<String, Value>,
-) -> Result<u64, LabError> {
-    let mut agreed = 0;
+) -> Result<PresetCheck, LabError> {
+    let mut c = PresetCheck {
+        agreed: 0,
+        independent: 0,
+    };
     for (rule, versions) in rules {
         for (layout, k) in p.kept(&versions.iter().copied().collect()) {
-            let fields: &[(&str, u64)] = match layout {
+            // (the field's path in the rule's entry, the page's figure,
+            // measured independently of the page's arithmetic)
+            let fields: &[(&str, u64, bool)] = match layout {
                 "tablepin" => &[
-                    ("bytes", k.bytes),
-                    ("blobs", k.files),
-                    ("tags_readable", k.tags_readable),
-                    ("blobs_holding_erased", k.holding),
+                    ("bytes", k.bytes, true),
+                    ("blobs", k.files, true),
+                    ("tags_readable", k.tags_readable, true),
+                    ("blobs_holding_erased", k.holding, true),
                 ],
                 _ => &[
-                    ("bytes", k.bytes),
-                    ("tags_readable", k.tags_readable),
-                    ("files_holding_erased", k.holding),
+                    ("bytes", k.bytes, false),
+                    ("tags_readable", k.tags_readable, false),
+                    ("files_holding_erased", k.holding, false),
+                    ("on_disk/bytes", k.bytes, true),
+                    ("on_disk/files", k.files, true),
+                    ("on_disk/tags_readable", k.tags_readable, true),
                 ],
             };
             let measured = retention.get(layout).and_then(|r| r.get(*rule));
-            for (field, page) in fields {
-                let lab = measured.and_then(|m| m.get(field)).and_then(Value::as_u64);
+            for (field, page, independent) in fields {
+                let lab = measured
+                    .and_then(|m| m.pointer(&format!("/{field}")))
+                    .and_then(Value::as_u64);
                 if lab != Some(*page) {
                     return Err(LabError::Other(format!(
                         "playground: keeping {rule}, the page counts {page} {field} for {layout}, the lab measured {}",
                         lab.map_or("nothing".into(), |n| n.to_string())
                     )));
                 }
-                agreed += 1;
+                c.agreed += 1;
+                c.independent += u64::from(*independent);
             }
         }
     }
-    Ok(agreed)
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -335,15 +357,19 @@ mod tests {
         };
         let rules = [("all", vec![0, 1])];
         let measured = |bytes: u64, copy_holding: u64| {
+            let disk = json!({"bytes": 60, "files": 3, "tags_readable": 1});
             json!({
-                "month": {"all": {"bytes": bytes, "tags_readable": 1, "files_holding_erased": 1}},
-                "copy": {"all": {"bytes": 60, "tags_readable": 1, "files_holding_erased": copy_holding}},
+                "month": {"all": {"bytes": bytes, "tags_readable": 1, "files_holding_erased": 1, "on_disk": disk}},
+                "copy": {"all": {"bytes": 60, "tags_readable": 1, "files_holding_erased": copy_holding, "on_disk": disk}},
             })
         };
         let ok = measured(60, 1);
         assert_eq!(
             check_presets(&p, &rules, ok.as_object().unwrap()).unwrap(),
-            6
+            PresetCheck {
+                agreed: 12,
+                independent: 6
+            }
         );
         let off = measured(61, 1);
         let err = check_presets(&p, &rules, off.as_object().unwrap()).unwrap_err();
@@ -355,6 +381,15 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("1 files_holding_erased for copy, the lab measured 2"),
+            "{err}"
+        );
+        // So are the files measured on disk.
+        let mut off = measured(60, 1);
+        off["month"]["all"]["on_disk"]["files"] = json!(2);
+        let err = check_presets(&p, &rules, off.as_object().unwrap()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("3 on_disk/files for month, the lab measured 2"),
             "{err}"
         );
     }

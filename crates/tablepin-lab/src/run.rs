@@ -23,6 +23,7 @@ use crate::experiment::{
     self, month_of, week_end, week_of, Commit, Derived, Kind, Master, State, TAG_WEEKS,
 };
 use crate::layouts::{read_back, Changes, Partitioned, Rec};
+use crate::on_disk::Disks;
 use crate::playground::{check_presets, Layout, Playground, PLAYGROUND};
 use crate::LabError;
 
@@ -177,6 +178,9 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     let times = l.time.clone();
     let mut week = Partitioned::new("week", Box::new(move |i| week_of(times[i as usize])));
     let mut changes = Changes::default();
+    // The reference layouts' files kept on disk, for their retention
+    // measured after a real deletion (see `on_disk`).
+    let disk = Disks::new(work.path())?;
     let mut state = State::new(l.len());
 
     // The lab's own content hash, kept per line and updated as lines change.
@@ -294,6 +298,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
             month_changed
         })?;
         layout_seconds += t.elapsed().as_secs_f64();
+        disk.put(&month, &week, &changes)?;
         if let Some(dvc) = dvc.as_mut() {
             dvc.version(&month.current)?;
         }
@@ -672,6 +677,13 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         }
         retention.insert("copy".into(), Value::Object(per_rule));
     }
+    let tag_indices: Vec<usize> = tags.iter().map(|t| t.version_index).collect();
+    disk.measure(
+        [&month.history, &week.history, &changes.history],
+        &rules,
+        &tag_indices,
+        &mut retention,
+    )?;
     log(v, &start, "layout retention done");
 
     let (tp_stored, tp_blobs_stored) = repo.stored().await?;
@@ -933,7 +945,7 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         "peak_rss_bytes": crate::peak_rss_bytes(),
         "repository": KEPT_REPOSITORY,
         "dvc": dvc_check,
-        "playground": {"file": PLAYGROUND, "bytes": page.len(), "presets_checked": playground_check},
+        "playground": {"file": PLAYGROUND, "bytes": page.len(), "presets_checked": playground_check.agreed, "presets_independent": playground_check.independent},
     });
     drop((repo, repo_py));
     keep_repository(&repo_path, &opts.out.join(KEPT_REPOSITORY))?;
