@@ -1,7 +1,10 @@
 """The package as a user installs it: `maturin sdist` and `maturin build
---release` from this checkout, both passing `twine check`, and the wheel
-installed into a fresh virtual environment (nothing else of the test
-environment in it) running the README's Python example."""
+--release` from this checkout, both passing `twine check`, and each
+installed into a fresh virtual environment of its own (nothing else of the
+test environment in it) running the README's Python example: the wheel as
+`pip install tablepin` gets it, the sdist as a platform without a wheel
+builds it (with maturin from PyPI, in the shared build folder, so that it
+compiles only the extension again)."""
 
 import os
 import subprocess
@@ -31,7 +34,7 @@ def run(*args, cwd=ROOT):
     return out.stdout
 
 
-def test_the_sdist_and_the_wheel_pass_twine_and_the_wheel_runs_the_example_in_a_fresh_venv(tmp_path):
+def test_the_sdist_and_the_wheel_pass_twine_and_each_runs_the_example_in_a_fresh_venv(tmp_path):
     dist = tmp_path / "dist"
     maturin = os.path.join(BIN, "maturin")
     run(maturin, "sdist", "--out", str(dist))
@@ -41,11 +44,12 @@ def test_the_sdist_and_the_wheel_pass_twine_and_the_wheel_runs_the_example_in_a_
     assert len(sdists) == 1 and len(wheels) == 1, list(dist.iterdir())
     checked = run(sys.executable, "-m", "twine", "check", "--strict", *map(str, sdists + wheels))
     assert checked.count("PASSED") == 2, checked
-    fresh = tmp_path / "venv"
-    venv.create(fresh, with_pip=True)
-    python = str(fresh / "bin" / "python")
-    run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheels[0]))
-    work = tmp_path / "work"
-    work.mkdir()
-    version, content_hash = run(python, "-c", EXAMPLE, cwd=work).split()
-    assert version == "0.1.0" and len(content_hash) == 64
+    for name, package in [("wheel", wheels[0]), ("sdist", sdists[0])]:
+        fresh = tmp_path / f"venv-{name}"
+        venv.create(fresh, with_pip=True)
+        python = str(fresh / "bin" / "python")
+        run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(package))
+        work = tmp_path / f"work-{name}"
+        work.mkdir()
+        version, content_hash = run(python, "-c", EXAMPLE, cwd=work).split()
+        assert version == "0.1.0" and len(content_hash) == 64, name
