@@ -122,8 +122,9 @@ class Scan:
     is read once.
     """
 
-    def __init__(self, reader: _pa.RecordBatchReader, meta: dict[str, Any]):
+    def __init__(self, reader: _pa.RecordBatchReader, meta: dict[str, Any], handle: Any):
         self._reader = reader
+        self._handle = handle
         self.rev: str = meta["rev"]
         """The revision asked for."""
         self.version: str = meta["version"]
@@ -135,7 +136,14 @@ class Scan:
         self.key: tuple[str, ...] = tuple(meta["key"])
         self.replaced: Replaced | None = Replaced._from(meta["replaced"])
         """Set when `rev` named a version an erasure replaced since."""
-        self.stats: dict[str, int] = meta["stats"]
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """What the scan read so far (all of it once every batch was
+        read): `files` read and `files_skipped` (their key range or
+        statistics ruled the filter out), `bytes` fetched, `rows`
+        returned, `rows_decoded`."""
+        return _json.loads(self._handle.stats())
 
     @property
     def schema(self) -> _pa.Schema:
@@ -146,12 +154,21 @@ class Scan:
         return self._reader.__arrow_c_stream__(requested_schema)
 
     def __iter__(self) -> Iterator[_pa.RecordBatch]:
-        """The record batches, in order (key order for a keyed table)."""
-        return iter(self._reader)
+        """The record batches, in order (key order for a keyed table), each
+        read when asked for."""
+        try:
+            yield from self._reader
+        except _pa.ArrowException:
+            self._handle.raise_failure()
+            raise
 
     def read_all(self) -> _pa.Table:
         """Every remaining batch as one pyarrow Table."""
-        return self._reader.read_all()
+        try:
+            return self._reader.read_all()
+        except _pa.ArrowException:
+            self._handle.raise_failure()
+            raise
 
     def __repr__(self) -> str:
         return f"Scan(version={self.version[:12]!r}, rows={self.rows}, columns={self.schema.names})"
@@ -272,13 +289,22 @@ class Repo:
         decoded); `filter` keeps the rows an SQL condition over the columns
         matches (`"Country = 'France' AND Quantity < 0"`), evaluated by the
         engine; `limit` keeps the first rows (key order for a keyed table).
+
+        The scan streams: each batch is read when asked for, the files
+        whose key range or statistics rule the filter out are never
+        fetched (nor the pages, where the filter is on one column), and
+        memory holds the files being read, not the table. `stats` says
+        what it read.
         """
+        return self._scan(table, rev, columns, filter, limit, whole=False)
+
+    def _scan(self, table, rev, columns, filter, limit, whole: bool) -> Scan:
         if limit is not None and limit < 0:
             raise BadInput(f"limit is a number of rows, 0 or more, not {limit}")
-        reader, meta = self._repo.scan(
-            table, rev, list(columns) if columns is not None else None, filter, limit
+        reader, meta, handle = self._repo.scan(
+            table, rev, list(columns) if columns is not None else None, filter, limit, whole
         )
-        return Scan(reader, _json.loads(meta))
+        return Scan(reader, _json.loads(meta), handle)
 
     def schema(self, table: str, rev: str = "main") -> _pa.Schema:
         """The schema of `table` at `rev` (reads no rows): give it to
@@ -294,8 +320,16 @@ class Repo:
         filter: str | None = None,
         limit: int | None = None,
     ) -> _pa.Table:
-        """The rows of `table` at `rev` as a pyarrow Table (see `scan`)."""
-        return self.scan(table, rev, columns, filter, limit).read_all()
+        """The rows of `table` at `rev` as a pyarrow Table (see `scan`):
+        read whole, a keyed table's files merged on every core."""
+        return self._scan(table, rev, columns, filter, limit, whole=True).read_all()
+
+    def requests(self) -> dict[str, int]:
+        """The requests this `Repo` has made of its store so far, as the
+        CLI's `--stats` counts them: `get`, `head`, `put`, `list`,
+        `delete`, `copy`, `bytes_read`, `bytes_written` and the rest
+        (docs/json.md)."""
+        return _json.loads(self._repo.requests())
 
     # Writes
 

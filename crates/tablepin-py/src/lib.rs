@@ -199,6 +199,112 @@ fn stream(
     )))
 }
 
+/// What a read or scan is of, for Python's `Scan`.
+fn scan_meta(
+    rev: &str,
+    version: &tablepin::format::VersionId,
+    snapshot: &tablepin::format::TableSnapshot,
+    replaced: Option<tablepin::Replaced>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "rev": rev,
+        "version": version,
+        "rows": snapshot.rows,
+        "content_hash": snapshot.content_hash,
+        "key": snapshot.key,
+        "replaced": replaced,
+    })
+}
+
+/// A scan's rows as pyarrow pulls them: each batch taken from the engine's
+/// stream when asked, on the runtime (pyarrow's reader releases the GIL
+/// while it waits). An engine error ends the stream; it is kept for
+/// [`ScanHandle::raise_failure`], which raises it as its own exception
+/// class where pyarrow would give a generic one.
+struct Pulled {
+    schema: SchemaRef,
+    rows: Option<futures::stream::BoxStream<'static, tablepin::Result<RecordBatch>>>,
+    failed: Arc<Mutex<Option<tablepin::Error>>>,
+}
+
+impl Iterator for Pulled {
+    type Item = Result<RecordBatch, arrow::error::ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        use futures::StreamExt;
+        let rows = self.rows.as_mut()?;
+        let next = match runtime() {
+            Ok(rt) => rt.block_on(rows.next()),
+            Err(e) => {
+                self.rows = None;
+                return Some(Err(arrow::error::ArrowError::ExternalError(
+                    e.to_string().into(),
+                )));
+            }
+        };
+        match next {
+            Some(Ok(batch)) => Some(Ok(batch)),
+            Some(Err(e)) => {
+                self.rows = None;
+                let message = e.to_string();
+                if let Ok(mut failed) = self.failed.lock() {
+                    *failed = Some(e);
+                }
+                Some(Err(arrow::error::ArrowError::ExternalError(message.into())))
+            }
+            None => {
+                self.rows = None;
+                None
+            }
+        }
+    }
+}
+
+impl RecordBatchReader for Pulled {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// What a scan read so far, and the engine error that ended it, if one did.
+#[pyclass(name = "_ScanHandle", frozen)]
+struct ScanHandle {
+    stats: Arc<Mutex<tablepin::ReadStats>>,
+    failed: Arc<Mutex<Option<tablepin::Error>>>,
+}
+
+impl ScanHandle {
+    fn done(stats: tablepin::ReadStats) -> Self {
+        Self {
+            stats: Arc::new(Mutex::new(stats)),
+            failed: Arc::new(Mutex::new(None)),
+        }
+    }
+}
+
+#[pymethods]
+impl ScanHandle {
+    /// The counts so far (JSON): files read and skipped, bytes, rows.
+    fn stats(&self) -> PyResult<String> {
+        let stats = self
+            .stats
+            .lock()
+            .map_err(|_| internal("the scan's counts", "a reader thread failed"))?
+            .clone();
+        json(&stats)
+    }
+
+    /// Raises the engine error that ended the stream, if one did.
+    fn raise_failure(&self) -> PyResult<()> {
+        let failed = self
+            .failed
+            .lock()
+            .map_err(|_| internal("the scan's failure", "a reader thread failed"))?
+            .take();
+        failed.map_or(Ok(()), |e| Err(err(e)))
+    }
+}
+
 fn internal(what: &str, e: impl std::fmt::Display) -> PyErr {
     Kind::Internal.err(format!("{what}: {e}"))
 }
@@ -354,8 +460,14 @@ impl PyRepo {
         self.location.clone()
     }
 
-    /// The rows asked for, as a stream, and what was read (JSON).
-    #[pyo3(signature = (table, rev, columns=None, filter=None, limit=None))]
+    /// The rows asked for, what the scan is of (JSON) and a handle on its
+    /// counts and its failure. `whole`: read at once by the planner that
+    /// merges a keyed table's files on every core. Else a stream pulled
+    /// batch by batch: files whose key range or statistics rule out the
+    /// filter are never fetched, and memory holds what is being read, not
+    /// the table.
+    #[pyo3(signature = (table, rev, columns=None, filter=None, limit=None, whole=false))]
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn scan(
         &self,
         py: Python<'_>,
@@ -364,7 +476,12 @@ impl PyRepo {
         columns: Option<Vec<String>>,
         filter: Option<String>,
         limit: Option<usize>,
-    ) -> PyResult<(PyArrowType<Box<dyn RecordBatchReader + Send>>, String)> {
+        whole: bool,
+    ) -> PyResult<(
+        PyArrowType<Box<dyn RecordBatchReader + Send>>,
+        String,
+        ScanHandle,
+    )> {
         let repo = self.repo.clone();
         let opts = ScanOptions {
             columns,
@@ -372,17 +489,32 @@ impl PyRepo {
             limit,
         };
         let at = rev.clone();
-        let (read, replaced) = run(py, async move { repo.scan(&at, &table, &opts).await })?;
-        let meta = serde_json::json!({
-            "rev": rev,
-            "version": read.version,
-            "rows": read.snapshot.rows,
-            "content_hash": read.snapshot.content_hash,
-            "key": read.snapshot.key,
-            "replaced": replaced,
-            "stats": read.stats,
-        });
-        Ok((stream(read.schema, read.batches), json(&meta)?))
+        if whole {
+            let (read, replaced) = run(py, async move { repo.scan(&at, &table, &opts).await })?;
+            let meta = scan_meta(&rev, &read.version, &read.snapshot, replaced);
+            let handle = ScanHandle::done(read.stats);
+            return Ok((stream(read.schema, read.batches), json(&meta)?, handle));
+        }
+        let (s, replaced) = run(
+            py,
+            async move { repo.scan_stream(&at, &table, &opts).await },
+        )?;
+        let meta = scan_meta(&rev, &s.version, &s.snapshot, replaced);
+        let handle = ScanHandle {
+            stats: s.shared_stats(),
+            failed: Arc::new(Mutex::new(None)),
+        };
+        let reader = Pulled {
+            schema: s.schema.clone(),
+            rows: Some(s.rows),
+            failed: handle.failed.clone(),
+        };
+        Ok((PyArrowType(Box::new(reader)), json(&meta)?, handle))
+    }
+
+    /// The store's requests so far, as `--stats` counts them (JSON).
+    fn requests(&self) -> PyResult<String> {
+        json(&self.repo.store().requests())
     }
 
     /// Commits rows given as an Arrow C stream, or the Parquet, Arrow IPC or
@@ -720,6 +852,7 @@ fn _tablepin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRepo>()?;
     m.add_class::<PyGcPlan>()?;
     m.add_class::<PyErasePlan>()?;
+    m.add_class::<ScanHandle>()?;
     m.add_function(wrap_pyfunction!(content_hash, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     for kind in Kind::ALL {

@@ -448,6 +448,12 @@ impl TableStream {
     pub fn stats(&self) -> ReadStats {
         self.stats.lock().map(|s| s.clone()).unwrap_or_default()
     }
+
+    /// The counts [`TableStream::stats`] reads, shared: they stay readable
+    /// after `rows` is handed on (to an Arrow stream, say).
+    pub fn shared_stats(&self) -> std::sync::Arc<std::sync::Mutex<ReadStats>> {
+        self.stats.clone()
+    }
 }
 
 impl std::fmt::Debug for TableStream {
