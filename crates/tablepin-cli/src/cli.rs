@@ -114,8 +114,10 @@ pub enum Command {
     /// Show the audit record of every erasure.
     Audit,
     /// Run the Online Retail II experiment and write its report.
+    #[cfg(feature = "lab")]
     Lab(LabArgs),
     /// Run the benchmarks on a generated 1,000,000-row table.
+    #[cfg(feature = "lab")]
     Bench(BenchArgs),
     /// Write a generated sales table to a file (for trying tablepin out).
     Generate(GenerateArgs),
@@ -454,6 +456,7 @@ pub struct EraseArgs {
     pub plan: Option<PathBuf>,
 }
 
+#[cfg(feature = "lab")]
 #[derive(Debug, Args)]
 pub struct LabArgs {
     /// The Online Retail II data (.csv.gz, .csv or .xlsx); default:
@@ -480,6 +483,7 @@ pub struct LabArgs {
     pub dvc: bool,
 }
 
+#[cfg(feature = "lab")]
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Rows in the generated table.

@@ -82,8 +82,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     let json_out = cli.json;
     let command = match cli.command {
         Command::Init(a) => return init(&cli.repo, a, json_out, cli.stats).await,
-        Command::Lab(a) => return crate::admin::lab(a, json_out).await,
-        Command::Bench(a) => return crate::admin::bench(a, json_out).await,
+        #[cfg(feature = "lab")]
+        Command::Lab(a) => return crate::lab::lab(a, json_out).await,
+        #[cfg(feature = "lab")]
+        Command::Bench(a) => return crate::lab::bench(a, json_out).await,
         Command::Generate(a) => return generate(a, json_out),
         Command::Completions(a) => return completions(a),
         Command::Man(a) => return man(a),
@@ -152,14 +154,13 @@ async fn on_repo(repo: &Repo, command: Command, json_out: bool) -> Result<ExitCo
         Command::Gc(a) => crate::admin::gc(repo, a, json_out).await,
         Command::Erase(a) => crate::admin::erase(repo, a, json_out).await,
         Command::Audit => crate::admin::audit(repo, json_out).await,
-        Command::Init(_)
-        | Command::Lab(_)
-        | Command::Bench(_)
-        | Command::Generate(_)
-        | Command::Completions(_)
-        | Command::Man(_) => Err(anyhow::anyhow!(
+        #[cfg(feature = "lab")]
+        Command::Lab(_) | Command::Bench(_) => Err(anyhow::anyhow!(
             "internal: {command:?} does not run on an open repository"
         )),
+        Command::Init(_) | Command::Generate(_) | Command::Completions(_) | Command::Man(_) => Err(
+            anyhow::anyhow!("internal: {command:?} does not run on an open repository"),
+        ),
     }
 }
 

@@ -23,6 +23,8 @@ mod admin;
 mod cli;
 mod commands;
 mod compare;
+#[cfg(feature = "lab")]
+mod lab;
 
 use std::process::ExitCode;
 
