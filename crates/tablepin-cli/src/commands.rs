@@ -43,7 +43,8 @@ async fn open(
     let fault = std::env::var("TABLEPIN_FAULT_AFTER_WRITES")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
-    let mut store = Repo::store_at(&location)?
+    let settings = settings();
+    let mut store = Repo::store_at(&location, &settings.store)?
         .with_fault_after(fault)
         .with_memo(tablepin::store::memo::COMMAND_BYTES);
     if let Ok(spec) = std::env::var("TABLEPIN_FAULTS") {
@@ -55,7 +56,13 @@ async fn open(
         store = store.with_faults(plan);
     }
     *stats = Some(store.stats());
-    Ok(Repo::open_store(store).await?)
+    Ok(Repo::open_store(store).await?.with_author(settings.author))
+}
+
+/// The process's settings, from its environment (the libraries read
+/// none): author, blob cache, request tracing, threads.
+pub fn settings() -> tablepin::Settings {
+    tablepin::Settings::from_vars(|k| std::env::var(k).ok())
 }
 
 /// `--stats`: what the command asked of the repository's store, on stderr
@@ -79,6 +86,7 @@ fn print_stats(stats: &tablepin::store::StoreStats, json_out: bool) {
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    settings().apply_to_process();
     let json_out = cli.json;
     let command = match cli.command {
         Command::Init(a) => return init(&cli.repo, a, json_out, cli.stats).await,
@@ -172,16 +180,16 @@ async fn init(repo: &Option<String>, a: InitArgs, json_out: bool, stats: bool) -
             .to_string_lossy()
             .into_owned(),
     };
-    let settings = if a.pyarrow_like {
+    let write = if a.pyarrow_like {
         WriteSettings::pyarrow_like()
     } else {
         WriteSettings::default()
     };
-    let store = Repo::store_for_init(&location)?;
+    let store = Repo::store_for_init(&location, &settings().store)?;
     // Taken before the attempt, so that a failed init (a store without
     // put-if-absent, a repository already there) still reports its requests.
     let counts = store.stats();
-    let made = Repo::init_store(store, settings).await;
+    let made = Repo::init_store(store, write).await;
     if let Ok(r) = &made {
         if json_out {
             output::json(&json!({ "repository": location, "write": r.config().write }))?;

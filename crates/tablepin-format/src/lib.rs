@@ -18,16 +18,32 @@ mod par;
 pub use content::{ContentHash, RowHash};
 pub use par::try_map;
 
-/// How many threads CPU-bound work (hashing, decoding files) may use: the
-/// `TABLEPIN_THREADS` environment variable when it is a positive number,
-/// else the machine's cores. Every layer asks here, so one setting makes a
-/// run single-threaded (the benchmarks use it to show per-core costs).
+/// Threads set by [`set_threads`]; 0: the machine's cores.
+static THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many threads CPU-bound work (hashing, decoding files) may use: what
+/// the process set ([`set_threads`]; the CLI and the Python module set
+/// `TABLEPIN_THREADS`), else the machine's cores. Every layer asks here, so
+/// one setting makes a run single-threaded (the benchmarks use it to show
+/// per-core costs).
 pub fn threads() -> usize {
-    std::env::var("TABLEPIN_THREADS")
-        .ok()
+    match THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => cores(),
+        n => n,
+    }
+}
+
+/// Sets [`threads`] for the whole process: `None` or 0, the machine's cores.
+pub fn set_threads(n: Option<usize>) {
+    THREADS.store(n.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The threads `TABLEPIN_THREADS` asks for, from a variable's value: a
+/// positive number, else none (every core).
+pub fn threads_from(value: Option<&str>) -> Option<usize> {
+    value
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|n| *n > 0)
-        .unwrap_or_else(cores)
 }
 
 /// The machine's cores, asked once: the standard library reads the

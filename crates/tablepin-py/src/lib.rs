@@ -309,6 +309,14 @@ fn internal(what: &str, e: impl std::fmt::Display) -> PyErr {
     Kind::Internal.err(format!("{what}: {e}"))
 }
 
+/// The process's settings from its environment, read at each open (the
+/// engine reads none), the threads applied to the whole process.
+fn settings() -> tablepin::Settings {
+    let s = tablepin::Settings::from_vars(|k| std::env::var(k).ok());
+    s.apply_to_process();
+    s
+}
+
 /// The one runtime every call runs on.
 fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
     static RT: OnceLock<std::io::Result<tokio::runtime::Runtime>> = OnceLock::new();
@@ -433,8 +441,11 @@ impl PyRepo {
         let cwd = std::env::current_dir()
             .map_err(|e| Kind::Storage.err(format!("cannot read the current folder: {e}")))?;
         let location = Repo::discover(location.as_deref(), &cwd).map_err(err)?;
-        let at = location.clone();
-        let repo = run(py, async move { Repo::open(&at).await })?;
+        let settings = settings();
+        let store = Repo::store_at(&location, &settings.store).map_err(err)?;
+        let repo = run(py, async move {
+            Ok(Repo::open_store(store).await?.with_author(settings.author))
+        })?;
         Ok(Self {
             repo: Arc::new(repo),
             location,
@@ -444,9 +455,11 @@ impl PyRepo {
     /// Creates a repository at `location` (a folder, created if missing).
     #[staticmethod]
     fn init(py: Python<'_>, location: String) -> PyResult<Self> {
-        let at = location.clone();
+        let settings = settings();
+        let store = Repo::store_for_init(&location, &settings.store).map_err(err)?;
         let repo = run(py, async move {
-            Repo::init(&at, WriteSettings::default()).await
+            let repo = Repo::init_store(store, WriteSettings::default()).await?;
+            Ok(repo.with_author(settings.author))
         })?;
         Ok(Self {
             repo: Arc::new(repo),

@@ -8,11 +8,11 @@
 //! be deleted here too, and `verify --erased` can prove that no blob the
 //! repository no longer holds survives on this machine.
 //!
-//! The root is `$TABLEPIN_CACHE` (`off` turns the cache off), else the
-//! user's cache folder (`$XDG_CACHE_HOME/tablepin/blobs`, or
-//! `~/.cache/tablepin/blobs`). Its size is bounded by
-//! `$TABLEPIN_CACHE_SIZE` in bytes (default 10 GiB): past it, the blobs
-//! used longest ago are removed.
+//! Where it lives and how large it grows is [`CacheSettings`], which the
+//! entry points read from the environment (`TABLEPIN_CACHE`, `off` turns
+//! it off; else the user's cache folder, `$XDG_CACHE_HOME/tablepin/blobs`
+//! or `~/.cache/tablepin/blobs`; `TABLEPIN_CACHE_SIZE` bytes, default 10
+//! GiB): past its bound, the blobs used longest ago are removed.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,23 +33,36 @@ pub struct BlobCache {
     size: Mutex<Option<u64>>,
 }
 
-/// Where the cache lives and how large it may grow, from the environment;
-/// `None` when it is turned off or no folder can be found.
-pub fn from_env(location: &str) -> Option<BlobCache> {
-    let root = match std::env::var("TABLEPIN_CACHE") {
-        Ok(v) if v == "off" || v.is_empty() => return None,
-        Ok(v) => PathBuf::from(v),
-        Err(_) => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
-            .join("tablepin")
-            .join("blobs"),
-    };
-    let limit = std::env::var("TABLEPIN_CACHE_SIZE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_SIZE);
-    Some(BlobCache::new(&root, location, limit))
+/// Where the blob caches live and how large each may grow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// The cache root: each repository has a folder under it.
+    pub root: PathBuf,
+    /// Bytes a repository's folder may hold.
+    pub limit: u64,
+}
+
+impl CacheSettings {
+    /// The settings the environment gives (`var` looks a variable up; the
+    /// entry points pass the process's): `TABLEPIN_CACHE` (`off` or empty:
+    /// no cache), else `$XDG_CACHE_HOME/tablepin/blobs` or
+    /// `$HOME/.cache/tablepin/blobs`; `TABLEPIN_CACHE_SIZE` bytes, else
+    /// 10 GiB. `None` when turned off or no folder can be found.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        let root = match var("TABLEPIN_CACHE") {
+            Some(v) if v == "off" || v.is_empty() => return None,
+            Some(v) => PathBuf::from(v),
+            None => var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+                .join("tablepin")
+                .join("blobs"),
+        };
+        let limit = var("TABLEPIN_CACHE_SIZE")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_SIZE);
+        Some(Self { root, limit })
+    }
 }
 
 impl BlobCache {

@@ -112,8 +112,8 @@ fn add(c: &AtomicU64, n: u64) {
 pub struct Counted {
     inner: Arc<dyn ObjectStore>,
     counters: Arc<Counters>,
-    /// `TABLEPIN_TRACE_REQUESTS` is set: each request is also printed on
-    /// stderr, as it is made (which object, which range).
+    /// Each request is also printed on stderr, as it is made (which
+    /// object, which range): [`crate::StoreSettings::trace_requests`].
     trace: bool,
 }
 
@@ -123,8 +123,19 @@ impl Counted {
         Self {
             inner,
             counters: Arc::default(),
-            trace: std::env::var_os("TABLEPIN_TRACE_REQUESTS").is_some(),
+            trace: false,
         }
+    }
+
+    /// The same counts, each request also printed when `on`.
+    pub fn traced(mut self, on: bool) -> Self {
+        self.trace = on;
+        self
+    }
+
+    /// Whether each request is printed.
+    pub fn tracing(&self) -> bool {
+        self.trace
     }
 
     /// The requests made so far.

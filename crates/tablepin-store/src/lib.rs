@@ -376,10 +376,48 @@ const REF_PAGE: usize = 1000;
 /// Small objects (ref entries) read at once when a command reads many.
 const CONCURRENT_READS: usize = 16;
 
+/// How a process sets up its stores, read from its environment by the
+/// entry points (the CLI, the Python module): the libraries read none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// The local cache of verified blobs, for a repository in a bucket.
+    pub cache: Option<cache::CacheSettings>,
+    /// Print each request on stderr as it is made.
+    pub trace_requests: bool,
+}
+
+impl StoreSettings {
+    /// The settings the environment gives (`var` looks a variable up):
+    /// the cache's ([`cache::CacheSettings::from_vars`]) and
+    /// `TABLEPIN_TRACE_REQUESTS` (set: trace).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        Self {
+            cache: cache::CacheSettings::from_vars(&var),
+            trace_requests: var("TABLEPIN_TRACE_REQUESTS").is_some(),
+        }
+    }
+}
+
 impl Store {
     /// Opens storage at a location: a local folder path, `file://…`, or
-    /// `memory://` (a fresh in-memory store, for tests). The folder must exist.
+    /// `memory://` (a fresh in-memory store, for tests). The folder must
+    /// exist. No blob cache, no tracing: [`Store::open_with`] sets them.
     pub fn open(location: &str) -> Result<Self> {
+        Self::open_with(location, &StoreSettings::default())
+    }
+
+    /// [`Store::open`] with `settings`: a bucket's blobs cached where they
+    /// say, requests traced if they say so.
+    pub fn open_with(location: &str, settings: &StoreSettings) -> Result<Self> {
+        let mut store = Self::open_location(location, settings.cache.as_ref())?;
+        if settings.trace_requests {
+            store.counted = store.counted.traced(true);
+            store.os = Arc::new(store.counted.clone());
+        }
+        Ok(store)
+    }
+
+    fn open_location(location: &str, cache: Option<&cache::CacheSettings>) -> Result<Self> {
         let err = |reason: String| StoreError::Location {
             location: remote::redacted(location),
             reason,
@@ -392,7 +430,7 @@ impl Store {
                 let url = url::Url::parse(location).map_err(|e| err(e.to_string()))?;
                 let os = remote::open(&url, backend).map_err(err)?;
                 let mut store = Self::from_object_store(os, location);
-                store.cache = cache::from_env(location);
+                store.cache = cache.map(|c| cache::BlobCache::new(&c.root, location, c.limit));
                 return Ok(store);
             }
             if scheme != "file" {
@@ -509,7 +547,7 @@ impl Store {
     /// Sends every request through `wrapper` (around the store), counted.
     /// Its waits sleep on the runtime, so reads stay on it.
     fn through(mut self, wrapper: Arc<dyn ObjectStore>) -> Self {
-        self.counted = counted::Counted::new(wrapper);
+        self.counted = counted::Counted::new(wrapper).traced(self.counted.tracing());
         self.os = Arc::new(self.counted.clone());
         self.inline_reads = false;
         self
@@ -534,7 +572,7 @@ impl Store {
     }
 
     /// Keeps verified blobs in `cache` (or in none) instead of where the
-    /// environment says.
+    /// settings the store was opened with say.
     pub fn with_cache(mut self, cache: Option<cache::BlobCache>) -> Self {
         self.cache = cache;
         self

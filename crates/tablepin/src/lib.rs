@@ -57,6 +57,7 @@ mod error;
 pub mod files;
 mod progress;
 pub mod repo;
+mod settings;
 pub mod sql;
 pub mod table;
 
@@ -68,6 +69,7 @@ pub use repo::{
     RestoreResult, TableDiff, TableRead, TableStream, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS,
     MIN_GRACE_MS,
 };
+pub use settings::Settings;
 pub use table::plan::{Mode, PlannedBlob, TablePlan};
 pub use table::types::content_hash_as;
 pub use table::{ReadStats, ScanOptions, WriteSettings};
@@ -77,4 +79,4 @@ pub use tablepin_format::{ContentHash, RefKind, VersionId};
 pub use tablepin_rowhash::content_hash;
 /// The storage layer: stores, request counts, remote backends, fault injection.
 pub use tablepin_store as store;
-pub use tablepin_store::{Store, LOCAL_DIR};
+pub use tablepin_store::{Store, StoreSettings, LOCAL_DIR};

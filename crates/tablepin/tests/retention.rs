@@ -559,7 +559,7 @@ async fn five_versions(dir: &std::path::Path) -> Repo {
 /// The repository in `dir` opened as the command line opens it: its
 /// store keeps the blobs it read in memory.
 async fn with_memo(dir: &std::path::Path) -> Repo {
-    let store = Repo::store_at(dir.to_str().unwrap())
+    let store = Repo::store_at(dir.to_str().unwrap(), &Default::default())
         .unwrap()
         .with_memo(tablepin::store::memo::COMMAND_BYTES);
     Repo::open_store(store).await.unwrap()
@@ -645,9 +645,15 @@ async fn an_erasure_does_not_plan_on_versions_only_the_cache_still_holds() {
     let cache = tempfile::tempdir().unwrap();
     let other = five_versions(dir.path()).await;
     let location = dir.path().to_str().unwrap();
-    let here = Repo::open_store(Repo::store_at(location).unwrap().with_cache(Some(
-        tablepin::store::cache::BlobCache::new(cache.path(), location, 1 << 30),
-    )))
+    let here = Repo::open_store(
+        Repo::store_at(location, &Default::default())
+            .unwrap()
+            .with_cache(Some(tablepin::store::cache::BlobCache::new(
+                cache.path(),
+                location,
+                1 << 30,
+            ))),
+    )
     .await
     .unwrap();
     for v in here.known_versions().await.unwrap() {

@@ -1031,7 +1031,7 @@ impl Repo {
             format: FORMAT_VERSION,
             seq,
             time_ms: pending.started_ms,
-            author: super::default_author(),
+            author: self.author().to_string(),
             table: pending.table,
             reason: pending.reason,
             predicate_hash: pending.predicate_hash,

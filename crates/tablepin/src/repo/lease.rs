@@ -83,10 +83,11 @@ pub(crate) struct Lease {
     path: String,
 }
 
+/// This machine's name where Linux gives it; elsewhere none, and then no
+/// lease is ever judged stale by its process (see [`stale`]).
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
-        .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_default()
 }
 

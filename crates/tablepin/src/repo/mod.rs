@@ -27,7 +27,7 @@ use tablepin_format::{
     decode_manifest, encode_manifest, ContentHash, FileEntry, ObjectId, RefEntry, RefKind,
     TableChange, TableSnapshot, Tombstone, Version, VersionId, FORMAT_VERSION,
 };
-use tablepin_store::{PutOutcome, Store, StoreError, LOCAL_DIR};
+use tablepin_store::{PutOutcome, Store, StoreError, StoreSettings, LOCAL_DIR};
 
 pub use diff::{Diff, RestoreOptions, RestoreResult, TableDiff};
 pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
@@ -501,15 +501,6 @@ pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Who commits: `TABLEPIN_AUTHOR`, else the login name (`USER`,
-/// `LOGNAME`, `USERNAME`), else "unknown".
-fn default_author() -> String {
-    ["TABLEPIN_AUTHOR", "USER", "LOGNAME", "USERNAME"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// The message a deleted tag was created with: that of the first entry
 /// after the deletion before its last one.
 fn tag_message_before_deletion(log: &[RefEntry]) -> Option<String> {
@@ -618,21 +609,25 @@ impl Repo {
     /// Creates a repository at `location` (a folder, created if missing, or
     /// `memory://`).
     pub async fn init(location: &str, write: WriteSettings) -> Result<Repo> {
-        Self::init_store(Self::store_for_init(location)?, write).await
+        Self::init_store(
+            Self::store_for_init(location, &StoreSettings::default())?,
+            write,
+        )
+        .await
     }
 
     /// The store a new repository at `location` goes into (a local folder
     /// is created if missing): [`Repo::init`] in two steps, for a caller
     /// that wants the store's request counts (`Store::stats`) even when
     /// [`Repo::init_store`] then fails.
-    pub fn store_for_init(location: &str) -> Result<Store> {
+    pub fn store_for_init(location: &str, settings: &StoreSettings) -> Result<Store> {
         if let Some(folder) = local_folder(location) {
             std::fs::create_dir_all(&folder).map_err(|e| Error::Output {
                 path: location.to_string(),
                 message: e.to_string(),
             })?;
         }
-        Ok(Store::open(location)?)
+        Ok(Store::open_with(location, settings)?)
     }
 
     /// Creates a repository on a store the caller supplies: any
@@ -661,21 +656,21 @@ impl Repo {
         Ok(Repo {
             store: Arc::new(store),
             config,
-            author: default_author(),
+            author: crate::Settings::default().author,
         })
     }
 
     /// Opens an existing repository.
     pub async fn open(location: &str) -> Result<Repo> {
-        Self::open_store(Self::store_at(location)?).await
+        Self::open_store(Self::store_at(location, &StoreSettings::default())?).await
     }
 
     /// The store of the repository at `location`: a local folder or
     /// `file://` URL that does not exist is [`Error::NoRepository`]; any
     /// other location that cannot be opened (a scheme this build does not
     /// support, say) says why.
-    pub fn store_at(location: &str) -> Result<Store> {
-        Store::open(location).map_err(|e| match e {
+    pub fn store_at(location: &str, settings: &StoreSettings) -> Result<Store> {
+        Store::open_with(location, settings).map_err(|e| match e {
             StoreError::Location { .. } if local_folder(location).is_some() => {
                 Error::NoRepository {
                     start: location.to_string(),
@@ -701,8 +696,20 @@ impl Repo {
         Ok(Repo {
             store: Arc::new(store),
             config,
-            author: default_author(),
+            author: crate::Settings::default().author,
         })
+    }
+
+    /// The same repository, its commits and erasures made by `author`
+    /// ([`crate::Settings::author`]; "unknown" unless set).
+    pub fn with_author(mut self, author: impl Into<String>) -> Self {
+        self.author = author.into();
+        self
+    }
+
+    /// Who this handle's commits and erasures name.
+    pub fn author(&self) -> &str {
+        &self.author
     }
 
     /// The store under the repository, shared.
