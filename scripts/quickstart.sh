@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tablepin-target}"
 export PYO3_BUILD_EXTENSION_MODULE=1   # as scripts/test.sh: one build of the Python extension
 # The same build as the tests (`cargo test --workspace --release`), so the two
 # share one set of compiled dependencies.
-cargo build --release --workspace --tests --locked --features tablepin-cli/lab --manifest-path "$root/Cargo.toml"
+cargo build --release --workspace --tests --locked --features tablepin-cli/lab,tablepin-cli/testing --manifest-path "$root/Cargo.toml"
 tp="$CARGO_TARGET_DIR/release/tablepin"
 # Put `tablepin` on PATH as `cargo install` would: a link in cargo's own bin
 # folder (on PATH wherever rustup installed Rust).

@@ -45,7 +45,7 @@ else
 fi
 
 set +e
-cargo test --workspace --release --locked --features tablepin-cli/lab --no-fail-fast 2>&1 | tee "$log"
+cargo test --workspace --release --locked --features tablepin-cli/lab,tablepin-cli/testing --no-fail-fast 2>&1 | tee "$log"
 rust=${PIPESTATUS[0]}
 # The engine's example program (cargo test built it; it asserts what it shows).
 if "$CARGO_TARGET_DIR/release/examples/embed" >/dev/null; then
@@ -69,7 +69,7 @@ fi
 
 # The binary the Python tests drive: the test build above made it (a
 # no-op build here when nothing changed).
-cargo build --release --workspace --tests --locked --features tablepin-cli/lab 2>&1 | tail -n 1
+cargo build --release --workspace --tests --locked --features tablepin-cli/lab,tablepin-cli/testing 2>&1 | tail -n 1
 python="$(bash scripts/python-env.sh | tail -n 1)"
 set +e
 TABLEPIN_BIN="$CARGO_TARGET_DIR/release/tablepin" "$python" -m pytest -q python/tests 2>&1 | tee -a "$log"

@@ -38,15 +38,24 @@ async fn open(
 ) -> Result<Repo> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     let location = Repo::discover(cli_repo.as_deref(), &cwd)?;
-    // Test hooks: stop the process (as a kill would) before the N+1-th
-    // write to the repository; inject a seeded schedule of store faults.
+    let settings = settings();
+    let store =
+        Repo::store_at(&location, &settings.store)?.with_memo(tablepin::store::memo::COMMAND_BYTES);
+    let store = with_test_hooks(store)?;
+    *stats = Some(store.stats());
+    Ok(Repo::open_store(store).await?.with_author(settings.author))
+}
+
+/// Test hooks, in the project's test builds only (`--features testing`):
+/// stop the process (as a kill would) before the N+1-th write to the
+/// repository (`TABLEPIN_FAULT_AFTER_WRITES=N`); inject a seeded schedule
+/// of store faults (`TABLEPIN_FAULTS=seed=N,rate=R`).
+#[cfg(feature = "testing")]
+fn with_test_hooks(store: tablepin::Store) -> Result<tablepin::Store> {
     let fault = std::env::var("TABLEPIN_FAULT_AFTER_WRITES")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
-    let settings = settings();
-    let mut store = Repo::store_at(&location, &settings.store)?
-        .with_fault_after(fault)
-        .with_memo(tablepin::store::memo::COMMAND_BYTES);
+    let mut store = store.with_fault_after(fault);
     if let Ok(spec) = std::env::var("TABLEPIN_FAULTS") {
         let plan = tablepin::store::faults::FaultPlan::parse(&spec).ok_or_else(|| {
             usage(format!(
@@ -55,8 +64,13 @@ async fn open(
         })?;
         store = store.with_faults(plan);
     }
-    *stats = Some(store.stats());
-    Ok(Repo::open_store(store).await?.with_author(settings.author))
+    Ok(store)
+}
+
+/// The installed binary has no test hooks.
+#[cfg(not(feature = "testing"))]
+fn with_test_hooks(store: tablepin::Store) -> Result<tablepin::Store> {
+    Ok(store)
 }
 
 /// The process's settings, from its environment (the libraries read

@@ -3,8 +3,9 @@
 //! remote one does: server errors, throttling, timeouts, a write that lands
 //! but reports failure, a read that returns fewer bytes than it should.
 //!
-//! The CLI turns it on with `TABLEPIN_FAULTS=seed=N,rate=R` (a test hook,
-//! like `TABLEPIN_FAULT_AFTER_WRITES`).
+//! The CLI's test builds (`--features testing`) turn it on with
+//! `TABLEPIN_FAULTS=seed=N,rate=R` (a test hook, like
+//! `TABLEPIN_FAULT_AFTER_WRITES`).
 
 use std::fmt;
 use std::ops::Range;
