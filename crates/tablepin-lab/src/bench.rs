@@ -106,10 +106,7 @@ fn parquet_bytes(batches: &[RecordBatch], settings: &WriteSettings) -> Result<Ve
 /// batch once counted (decoding alone). Returns the rows and the batches
 /// kept, to be dropped after the clock stops, as the head read's are.
 fn read_plain(path: &std::path::Path, keep: bool) -> Result<(usize, Vec<RecordBatch>), LabError> {
-    let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| LabError::Output {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?);
+    let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| LabError::output(path, e))?);
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
         .with_batch_size(8192)
         .build()?;

@@ -149,7 +149,7 @@ impl Dvc {
         let root = dir.join("project");
         let remote = dir.join("remote");
         for d in [&root, &root.join("data"), &remote] {
-            std::fs::create_dir_all(d).map_err(|e| output_error(d, e))?;
+            std::fs::create_dir_all(d).map_err(|e| LabError::output(d, e))?;
         }
         let mut me = Self {
             dvc,
@@ -174,7 +174,7 @@ impl Dvc {
         let (write, remove) = sync_plan(&self.written, current);
         for name in remove {
             let p = data.join(&name);
-            std::fs::remove_file(&p).map_err(|e| output_error(&p, e))?;
+            std::fs::remove_file(&p).map_err(|e| LabError::output(&p, e))?;
             self.written.remove(&name);
         }
         for (name, key) in write {
@@ -182,7 +182,7 @@ impl Dvc {
                 continue;
             };
             let p = data.join(&name);
-            std::fs::write(&p, &rec.bytes).map_err(|e| output_error(&p, e))?;
+            std::fs::write(&p, &rec.bytes).map_err(|e| LabError::output(&p, e))?;
             self.md5s.insert(md5_hex(&rec.bytes));
             self.written.insert(name, rec.id);
         }
@@ -235,20 +235,13 @@ impl Dvc {
     }
 }
 
-fn output_error(path: &Path, e: std::io::Error) -> LabError {
-    LabError::Output {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    }
-}
-
 /// Every file under `dir`, as (path, bytes).
 fn walk(dir: &Path, out: &mut Vec<(String, u64)>) -> Result<(), LabError> {
-    for entry in std::fs::read_dir(dir).map_err(|e| output_error(dir, e))? {
-        let entry = entry.map_err(|e| output_error(dir, e))?;
+    for entry in std::fs::read_dir(dir).map_err(|e| LabError::output(dir, e))? {
+        let entry = entry.map_err(|e| LabError::output(dir, e))?;
         let meta = entry
             .metadata()
-            .map_err(|e| output_error(&entry.path(), e))?;
+            .map_err(|e| LabError::output(&entry.path(), e))?;
         if meta.is_dir() {
             walk(&entry.path(), out)?;
         } else {

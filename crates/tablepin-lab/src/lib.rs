@@ -57,6 +57,16 @@ pub enum LabError {
     Other(String),
 }
 
+impl LabError {
+    /// A file or folder at `path` that could not be written (or read back).
+    pub fn output(path: &std::path::Path, e: impl std::fmt::Display) -> Self {
+        LabError::Output {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
 /// The CPU time this process has used so far, on all its threads (user and
 /// system, from `/proc/self/stat`, in 10 ms ticks); `None` where there is no
 /// such file. Summed over many runs it says what a step costs in CPU, which

@@ -5,9 +5,10 @@
 //! under `objects/`, and each version as a list of its files under
 //! `versions/` (kept for good, as `.dvc` files stay in git history); its
 //! garbage collection reads the lists of the versions a rule keeps back
-//! from disk and deletes every object none of them names. The copy layout keeps each version as a folder of its own
-//! files (hard links to the month layout's, so the disk holds them once;
-//! each link counts as the copy it stands for). What a rule keeps is then
+//! from disk and deletes every object none of them names. The copy layout
+//! keeps each version as a folder of its own files (hard links to the
+//! month layout's, so the disk holds them once; each link counts as the
+//! copy it stands for). What a rule keeps is then
 //! measured from the file system: the bytes and files present, and the tags
 //! whose every file is there with the bytes its name is the hash of.
 //!
@@ -21,7 +22,6 @@ use serde_json::{json, Value};
 use tablepin_format::ObjectId;
 
 use crate::layouts::{Changes, History, Partitioned};
-
 use crate::LabError;
 
 /// What a rule kept, measured from the file system.
@@ -39,13 +39,6 @@ pub struct OnDisk {
     copies: bool,
 }
 
-fn io_err(path: &Path, e: std::io::Error) -> LabError {
-    LabError::Output {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    }
-}
-
 impl OnDisk {
     /// A layout of shared files in `dir` (created).
     pub fn shared(dir: &Path) -> Result<Self, LabError> {
@@ -60,7 +53,7 @@ impl OnDisk {
     fn create(dir: &Path, copies: bool) -> Result<Self, LabError> {
         for sub in ["objects", "versions"] {
             let p = dir.join(sub);
-            std::fs::create_dir_all(&p).map_err(|e| io_err(&p, e))?;
+            std::fs::create_dir_all(&p).map_err(|e| LabError::output(&p, e))?;
         }
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -80,7 +73,7 @@ impl OnDisk {
     pub fn put(&self, id: &ObjectId, bytes: &[u8]) -> Result<(), LabError> {
         let p = self.object(id);
         if !p.exists() {
-            std::fs::write(&p, bytes).map_err(|e| io_err(&p, e))?;
+            std::fs::write(&p, bytes).map_err(|e| LabError::output(&p, e))?;
         }
         Ok(())
     }
@@ -92,12 +85,12 @@ impl OnDisk {
         let p = self.version(n);
         if !self.copies {
             let list: String = files.iter().map(|id| format!("{id}\n")).collect();
-            return std::fs::write(&p, list).map_err(|e| io_err(&p, e));
+            return std::fs::write(&p, list).map_err(|e| LabError::output(&p, e));
         }
-        std::fs::create_dir_all(&p).map_err(|e| io_err(&p, e))?;
+        std::fs::create_dir_all(&p).map_err(|e| LabError::output(&p, e))?;
         for id in files {
             let to = p.join(format!("{id}.parquet"));
-            std::fs::hard_link(from.object(id), &to).map_err(|e| io_err(&to, e))?;
+            std::fs::hard_link(from.object(id), &to).map_err(|e| LabError::output(&to, e))?;
         }
         Ok(())
     }
@@ -111,7 +104,7 @@ impl OnDisk {
         if self.copies {
             for (n, p) in self.versions()? {
                 if !keep.contains(&n) {
-                    std::fs::remove_dir_all(&p).map_err(|e| io_err(&p, e))?;
+                    std::fs::remove_dir_all(&p).map_err(|e| LabError::output(&p, e))?;
                 }
             }
             return Ok(());
@@ -124,7 +117,7 @@ impl OnDisk {
         }
         for p in files_in(&self.dir.join("objects"))? {
             if !named.contains(&p) {
-                std::fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
+                std::fs::remove_file(&p).map_err(|e| LabError::output(&p, e))?;
             }
         }
         Ok(())
@@ -134,8 +127,8 @@ impl OnDisk {
     fn versions(&self) -> Result<Vec<(usize, PathBuf)>, LabError> {
         let dir = self.dir.join("versions");
         let mut out = Vec::new();
-        for p in std::fs::read_dir(&dir).map_err(|e| io_err(&dir, e))? {
-            let p = p.map_err(|e| io_err(&dir, e))?.path();
+        for p in std::fs::read_dir(&dir).map_err(|e| LabError::output(&dir, e))? {
+            let p = p.map_err(|e| LabError::output(&dir, e))?.path();
             let n = p.file_name().and_then(|n| n.to_str()?.parse().ok());
             let n =
                 n.ok_or_else(|| LabError::Other(format!("{} is not a version", p.display())))?;
@@ -149,7 +142,7 @@ impl OnDisk {
         if self.copies {
             return files_in(version);
         }
-        let text = std::fs::read_to_string(version).map_err(|e| io_err(version, e))?;
+        let text = std::fs::read_to_string(version).map_err(|e| LabError::output(version, e))?;
         text.lines()
             .map(|s| {
                 let id: ObjectId = s.parse().map_err(|_| {
@@ -175,7 +168,9 @@ impl OnDisk {
         };
         let mut bytes = 0;
         for p in &present {
-            bytes += std::fs::metadata(p).map_err(|e| io_err(p, e))?.len();
+            bytes += std::fs::metadata(p)
+                .map_err(|e| LabError::output(p, e))?
+                .len();
         }
         let mut tags_readable = 0;
         for &t in tags {
@@ -205,8 +200,8 @@ fn intact(p: &Path) -> bool {
 
 fn files_in(dir: &Path) -> Result<Vec<PathBuf>, LabError> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
-        out.push(e.map_err(|e| io_err(dir, e))?.path());
+    for e in std::fs::read_dir(dir).map_err(|e| LabError::output(dir, e))? {
+        out.push(e.map_err(|e| LabError::output(dir, e))?.path());
     }
     out.sort();
     Ok(out)

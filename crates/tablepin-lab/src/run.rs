@@ -149,17 +149,11 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
         ),
     );
 
-    std::fs::create_dir_all(&opts.out).map_err(|e| LabError::Output {
-        path: opts.out.display().to_string(),
-        message: e.to_string(),
-    })?;
+    std::fs::create_dir_all(&opts.out).map_err(|e| LabError::output(&opts.out, e))?;
     let work = tempfile::Builder::new()
         .prefix(".lab-repos-")
         .tempdir_in(&opts.out)
-        .map_err(|e| LabError::Output {
-            path: opts.out.display().to_string(),
-            message: e.to_string(),
-        })?;
+        .map_err(|e| LabError::output(&opts.out, e))?;
     let repo_path = work.path().join("tablepin");
     let repo_py_path = work.path().join("tablepin-pyarrow");
     let repo = Arc::new(Repo::init(&repo_path.to_string_lossy(), WriteSettings::default()).await?);
@@ -963,10 +957,7 @@ pub const KEPT_REPOSITORY: &str = "repo";
 /// Moves the lab's repository to `to`, replacing the one an earlier run
 /// left there; anything else at `to` is refused rather than deleted.
 fn keep_repository(from: &Path, to: &Path) -> Result<(), LabError> {
-    let fail = |e: std::io::Error| LabError::Output {
-        path: to.display().to_string(),
-        message: e.to_string(),
-    };
+    let fail = |e: std::io::Error| LabError::output(to, e);
     if to.exists() {
         if !to.join("meta").join("config.json").is_file() {
             return Err(LabError::Output {
@@ -1233,10 +1224,7 @@ async fn count_data_blobs(repo: &Repo) -> Result<u64, LabError> {
 /// so the copy and the original cannot see each other's changes. Copying
 /// ~1,700 files three times cost 15% of a lab run in inode allocation.
 pub fn copy_dir(from: &Path, to: &Path) -> Result<(), LabError> {
-    let err = |e: std::io::Error| LabError::Output {
-        path: to.display().to_string(),
-        message: e.to_string(),
-    };
+    let err = |e: std::io::Error| LabError::output(to, e);
     std::fs::create_dir_all(to).map_err(err)?;
     for entry in std::fs::read_dir(from).map_err(err)? {
         let entry = entry.map_err(err)?;
@@ -1254,10 +1242,7 @@ pub fn copy_dir(from: &Path, to: &Path) -> Result<(), LabError> {
 
 fn write_outputs(out: &Path, results: &Value, page: &str) -> Result<(), LabError> {
     let w = |name: &str, bytes: &[u8]| -> Result<(), LabError> {
-        std::fs::write(out.join(name), bytes).map_err(|e| LabError::Output {
-            path: out.join(name).display().to_string(),
-            message: e.to_string(),
-        })
+        std::fs::write(out.join(name), bytes).map_err(|e| LabError::output(&out.join(name), e))
     };
     let json = serde_json::to_vec_pretty(results).map_err(|e| LabError::Other(e.to_string()))?;
     w("results.json", &json)?;
