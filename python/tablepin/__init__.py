@@ -389,8 +389,51 @@ class Repo:
         else:
             rows, path = _arrow_stream(data), None
         out = self._repo.commit(
-            table, rows, path, mode, keys, message, branch,
-            allow_schema_change, cast, create_branch, window_rows, allow_empty,
+            table, data=rows, path=path, mode=mode, key=keys, message=message,
+            branch=branch, allow_schema_change=allow_schema_change, cast=cast,
+            create_branch=create_branch, window_rows=window_rows,
+            allow_empty=allow_empty,
+        )
+        return Version._from(_json.loads(out))
+
+    def stage(
+        self, table: str, data: Any, key: Sequence[str] | str | None = None, branch: str | None = None
+    ) -> str:
+        """Writes rows as data files of `table` for a later commit by another
+        process, and returns their description: a JSON string, small and
+        picklable, to send to the process that commits (`commit_staged`).
+
+        For jobs whose workers each produce part of a version (Spark, Ray,
+        a pool of processes): each worker stages its rows, the driver commits
+        every description as one version. The rows take the table's columns
+        at the head of `branch` and are sorted by its key (`key` names it for
+        a new table), which must be unique among them. Until a commit takes
+        them the files belong to no version: a job that dies leaves them to
+        `gc`."""
+        if isinstance(key, str):
+            key = [key]
+        keys = list(key) if key is not None else None
+        return self._repo.stage(table, _arrow_stream(data), key=keys, branch=branch)
+
+    def commit_staged(
+        self,
+        table: str,
+        staged: Sequence[str],
+        mode: str = "append",
+        message: str = "",
+        branch: str | None = None,
+    ) -> Version:
+        """Commits the data files workers staged (`stage`'s descriptions) as
+        one version: "append" adds their rows, "upsert" replaces the rows
+        with their keys, "overwrite" makes them the table. The counts and
+        the content hash are those a commit of the same rows gives. The same
+        descriptions committed again land nothing (the answer's `empty` is
+        True): a driver that retries makes one version. A staged file that
+        `gc` removed before the commit raises NotFound, and nothing lands."""
+        if isinstance(staged, str):
+            raise BadInput("staged is a list of the descriptions stage returned, not one string")
+        out = self._repo.commit(
+            table, staged=list(staged), mode=mode, message=message, branch=branch
         )
         return Version._from(_json.loads(out))
 

@@ -47,17 +47,22 @@ class _Repo:
     def commit(
         self,
         table: str,
-        data: Any | None,
-        path: str | None,
-        mode_name: str,
-        key: list[str] | None,
-        message: str,
-        branch: str | None,
-        allow_schema_change: bool,
-        cast: bool,
-        create_branch: bool,
-        window_rows: int | None,
+        *,
+        data: Any | None = None,
+        path: str | None = None,
+        staged: list[str] | None = None,
+        mode: str = "overwrite",
+        key: list[str] | None = None,
+        message: str = "",
+        branch: str | None = None,
+        allow_schema_change: bool = False,
+        cast: bool = False,
+        create_branch: bool = False,
+        window_rows: int | None = None,
         allow_empty: bool = False,
+    ) -> str: ...
+    def stage(
+        self, table: str, data: Any, *, key: list[str] | None = None, branch: str | None = None
     ) -> str: ...
     def diff(
         self, old: str, new: str, table: str | None = None

@@ -248,7 +248,10 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
                 bar: bar.clone(),
                 rows: opts.window_rows as u64,
             };
-            let r = repo.commit_streamed(&a.table, &windows, &opts).await?;
+            let r = repo
+                .transaction(&a.table, &opts)
+                .commit(tablepin::Input::Stream(&windows))
+                .await?;
             drop(bar);
             return committed(&r, opts.mode, json_out);
         }
@@ -277,12 +280,19 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
         batches = Vec::new();
     }
     if a.dry_run {
-        let plan = repo.plan_commit(&a.table, schema, batches, &opts).await?;
+        let plan = repo
+            .transaction(&a.table, &opts)
+            .plan(tablepin::Input::Rows(schema, batches))
+            .await?;
         drop(bar);
         return planned_commit(&plan, json_out);
     }
     let r = match &saved {
-        Some(plan) => repo.commit_saved(plan, schema, batches, &opts).await?,
+        Some(plan) => {
+            repo.transaction(&a.table, &opts)
+                .apply(plan, tablepin::Input::Rows(schema, batches))
+                .await?
+        }
         None => repo.commit(&a.table, schema, batches, &opts).await?,
     };
     drop(bar);
@@ -480,7 +490,7 @@ async fn compact(repo: &Repo, a: CompactArgs, json_out: bool) -> Result<ExitCode
         branch: a.branch.clone(),
         ..Default::default()
     };
-    let Some(r) = repo.compact(&a.table, &opts).await? else {
+    let Some(r) = repo.transaction(&a.table, &opts).compact().await? else {
         if json_out {
             output::json(&json!({
                 "compacted": false, "table": a.table, "branch": a.branch,

@@ -530,11 +530,12 @@ impl PyRepo {
         json(&self.repo.store().requests())
     }
 
-    /// Commits rows given as an Arrow C stream, or the Parquet, Arrow IPC or
-    /// CSV file at `path`, read a window of `window_rows` rows at a time
-    /// where it streams (`Repo::commit_streamed`); what the commit did
-    /// (JSON).
-    #[pyo3(signature = (table, data, path, mode_name, key, message, branch, allow_schema_change, cast, create_branch, window_rows, allow_empty=false))]
+    /// Commits rows given as an Arrow C stream, the Parquet, Arrow IPC or
+    /// CSV file at `path` (read a window of `window_rows` rows at a time
+    /// where it streams, `Input::Stream`), or the data files other
+    /// processes staged (`staged`: their JSON descriptions); what the
+    /// commit did (JSON). Every argument after the table by keyword.
+    #[pyo3(signature = (table, *, data=None, path=None, staged=None, mode="overwrite", key=None, message=String::new(), branch=None, allow_schema_change=false, cast=false, create_branch=false, window_rows=None, allow_empty=false))]
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
@@ -542,7 +543,8 @@ impl PyRepo {
         table: String,
         data: Option<PyArrowType<ArrowArrayStreamReader>>,
         path: Option<String>,
-        mode_name: &str,
+        staged: Option<Vec<String>>,
+        mode: &str,
         key: Option<Vec<String>>,
         message: String,
         branch: Option<String>,
@@ -553,7 +555,7 @@ impl PyRepo {
         allow_empty: bool,
     ) -> PyResult<String> {
         let opts = CommitOptions {
-            mode: mode(mode_name)?,
+            mode: self::mode(mode)?,
             key,
             allow_schema_change,
             cast,
@@ -565,30 +567,68 @@ impl PyRepo {
             ..Default::default()
         };
         let repo = self.repo.clone();
-        let done = match (data, path) {
-            (Some(data), None) => {
+        let done = match (data, path, staged) {
+            (Some(data), None, None) => {
                 let (schema, batches) = collect(data.0)?;
                 run(py, async move {
                     repo.commit(&table, schema, batches, &opts).await
                 })?
             }
-            (None, Some(path)) => {
+            (None, Some(path), None) => {
                 let input = tablepin::files::TableFile {
                     path,
                     opts: Default::default(),
                 };
                 run(py, async move {
-                    repo.commit_streamed(&table, &input, &opts).await
+                    repo.transaction(&table, &opts)
+                        .commit(tablepin::Input::Stream(&input))
+                        .await
+                })?
+            }
+            (None, None, Some(staged)) => {
+                let sets = staged
+                    .iter()
+                    .map(|s| tablepin::StagedFiles::from_json(s))
+                    .collect::<tablepin::Result<Vec<_>>>()
+                    .map_err(err)?;
+                run(py, async move {
+                    repo.transaction(&table, &opts)
+                        .commit(tablepin::Input::Staged(sets))
+                        .await
                 })?
             }
             _ => {
                 return Err(internal(
                     "commit",
-                    "the package passes rows or a file's path, one of the two",
+                    "the package passes rows, a file's path or staged files, one of the three",
                 ))
             }
         };
         json(&done)
+    }
+
+    /// Writes rows (an Arrow C stream) as data files of `table` for a
+    /// commit by another process; their description (JSON).
+    #[pyo3(signature = (table, data, *, key=None, branch=None))]
+    fn stage(
+        &self,
+        py: Python<'_>,
+        table: String,
+        data: PyArrowType<ArrowArrayStreamReader>,
+        key: Option<Vec<String>>,
+        branch: Option<String>,
+    ) -> PyResult<String> {
+        let opts = CommitOptions {
+            key,
+            branch: branch.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
+            ..Default::default()
+        };
+        let (schema, batches) = collect(data.0)?;
+        let repo = self.repo.clone();
+        let staged = run(py, async move {
+            repo.transaction(&table, &opts).stage(schema, batches).await
+        })?;
+        staged.to_json().map_err(err)
     }
 
     /// What differs between two revisions: per table, its facts (JSON) and

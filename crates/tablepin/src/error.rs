@@ -120,6 +120,24 @@ pub enum Error {
         /// The key, as text.
         key: String,
     },
+    /// Staged files ([`crate::Transaction::stage`]) that do not fit the
+    /// commit: another table, schema or key, files staged twice, or a mode
+    /// that takes keys rather than files.
+    #[error("the staged files of table '{table}' {detail}")]
+    Staged {
+        /// The table.
+        table: String,
+        /// What does not fit, and the fix.
+        detail: String,
+    },
+    /// A staged file is not in the repository.
+    #[error("staged file {} of table '{table}' is not in the repository (gc removes staged files that no commit took within its grace period); stage its rows again", .blob.short(12))]
+    StagedGone {
+        /// The table.
+        table: String,
+        /// The staged data file.
+        blob: ObjectId,
+    },
     /// The key columns given differ from the ones the table remembers.
     #[error("{}", key_change_message(table, old, new))]
     KeyChange {
@@ -474,6 +492,7 @@ impl Error {
             | E::DuplicateKey { .. }
             | E::LossyValue { .. }
             | E::KeyExists { .. }
+            | E::Staged { .. }
             | E::KeyChange { .. }
             | E::NoKey { .. }
             | E::AlreadyCompact { .. }
@@ -501,6 +520,7 @@ impl Error {
             | E::Expired { .. }
             | E::NoVersionAt { .. }
             | E::UnknownTable { .. }
+            | E::StagedGone { .. }
             | E::NoTableAtHeads { .. } => ErrorKind::NotFound,
             E::RepositoryExists { .. }
             | E::RefExists { .. }

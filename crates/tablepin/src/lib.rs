@@ -64,15 +64,15 @@ pub mod table;
 pub use error::{Error, ErrorKind, Result};
 pub use repo::{
     check_name, CommitInput, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff,
-    EraseOptions, ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, LogEntry,
+    EraseOptions, ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, Input, LogEntry,
     LogOptions, NoProgress, Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions,
-    RestoreResult, TableDiff, TableRead, TableStream, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS,
-    MIN_GRACE_MS,
+    RestoreResult, TableDiff, TableRead, TableStream, Transaction, DEFAULT_BRANCH,
+    DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
 };
 pub use settings::Settings;
 pub use table::plan::{Mode, PlannedBlob, TablePlan};
 pub use table::types::content_hash_as;
-pub use table::{ReadStats, ScanOptions, WriteSettings};
+pub use table::{ReadStats, ScanOptions, StagedFiles, WriteSettings};
 pub use tablepin_format as format;
 pub use tablepin_format::{ContentHash, RefKind, VersionId};
 /// The content hash (rowhash-v1) of any rows, as `show` reports it for a version.

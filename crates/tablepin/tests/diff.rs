@@ -136,7 +136,8 @@ async fn apply(repo: &Repo, keyed: bool, op: &Op) -> Option<VersionId> {
         Op::Compact => {
             let opts = CommitOptions::default();
             return repo
-                .compact("t", &opts)
+                .transaction("t", &opts)
+                .compact()
                 .await
                 .ok()
                 .flatten()

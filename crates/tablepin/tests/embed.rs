@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch};
-use tablepin::{CommitOptions, Error, Repo, Store, WriteSettings};
+use tablepin::{CommitOptions, Error, Input, Repo, Store, WriteSettings};
 
 #[tokio::test]
 async fn a_repository_lives_on_a_store_the_caller_supplies() {
@@ -84,7 +84,8 @@ async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
                     barrier.wait().await;
                     (
                         from,
-                        repo.try_commit("t", b.schema(), vec![b], &opts)
+                        repo.transaction("t", &opts)
+                            .attempt(Input::Rows(b.schema(), vec![b]))
                             .await
                             .unwrap(),
                     )

@@ -470,7 +470,8 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
     assert_eq!(old.files.len(), 5);
 
     let c = r
-        .compact("t", &CommitOptions::default())
+        .transaction("t", &CommitOptions::default())
+        .compact()
         .await
         .unwrap()
         .expect("a table with deletion vectors is compacted");
@@ -501,7 +502,8 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
     // Compact already: nothing is written and the branch stays.
     let stored = r.stored().await.unwrap();
     assert!(r
-        .compact("t", &CommitOptions::default())
+        .transaction("t", &CommitOptions::default())
+        .compact()
         .await
         .unwrap()
         .is_none());
@@ -512,7 +514,8 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
     );
     // A table that does not exist: a clear error, nothing written.
     let err = r
-        .compact("missing", &CommitOptions::default())
+        .transaction("missing", &CommitOptions::default())
+        .compact()
         .await
         .unwrap_err();
     assert!(

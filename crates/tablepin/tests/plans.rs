@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::compute::concat_batches;
-use tablepin::{CommitOptions, CommitPlan, Error, Mode, Repo, WriteSettings};
+use tablepin::{CommitOptions, CommitPlan, Error, Input, Mode, Repo, WriteSettings};
 
 fn rows(ids: &[i64], tag: &str) -> RecordBatch {
     let names: Vec<String> = ids.iter().map(|i| format!("{tag}{i}")).collect();
@@ -95,7 +95,8 @@ async fn a_commit_plan_written_out_and_applied_does_what_committing_directly_doe
 
     let before = files(dir_a.path());
     let plan = a
-        .plan_commit("t", input.schema(), vec![input.clone()], &o)
+        .transaction("t", &o)
+        .plan(Input::Rows(input.schema(), vec![input.clone()]))
         .await
         .unwrap();
     assert_eq!(files(dir_a.path()), before, "planning wrote something");
@@ -121,7 +122,8 @@ async fn a_commit_plan_written_out_and_applied_does_what_committing_directly_doe
         ..o.clone()
     };
     let applied = a
-        .commit_saved(&saved, input.schema(), vec![input.clone()], &at_apply)
+        .transaction(&saved.table, &at_apply)
+        .apply(&saved, Input::Rows(input.schema(), vec![input.clone()]))
         .await
         .unwrap();
     let direct = b
@@ -156,12 +158,8 @@ async fn a_saved_commit_plan_is_refused_once_the_branch_moved_or_for_another_inp
     let (_dir, r) = repo().await;
     let input = changed();
     let plan = r
-        .plan_commit(
-            "t",
-            input.schema(),
-            vec![input.clone()],
-            &opts(Mode::Overwrite, 2),
-        )
+        .transaction("t", &opts(Mode::Overwrite, 2))
+        .plan(Input::Rows(input.schema(), vec![input.clone()]))
         .await
         .unwrap();
 
@@ -169,12 +167,8 @@ async fn a_saved_commit_plan_is_refused_once_the_branch_moved_or_for_another_inp
     let other = rows(&[1, 2, 3], "c");
     let (was, _) = head(&r).await;
     let err = r
-        .commit_saved(
-            &plan,
-            other.schema(),
-            vec![other],
-            &opts(Mode::Overwrite, 3),
-        )
+        .transaction(&plan.table, &opts(Mode::Overwrite, 3))
+        .apply(&plan, Input::Rows(other.schema(), vec![other]))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::PlanInput { .. }), "{err}");
@@ -188,12 +182,8 @@ async fn a_saved_commit_plan_is_refused_once_the_branch_moved_or_for_another_inp
         .await
         .unwrap();
     let err = r
-        .commit_saved(
-            &plan,
-            input.schema(),
-            vec![input.clone()],
-            &opts(Mode::Overwrite, 5),
-        )
+        .transaction(&plan.table, &opts(Mode::Overwrite, 5))
+        .apply(&plan, Input::Rows(input.schema(), vec![input.clone()]))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::PlanOutdated { .. }), "{err}");
@@ -209,12 +199,8 @@ async fn the_first_commit_of_a_table_plans_and_applies_from_no_version() {
         .unwrap();
     let input = rows(&[3, 1, 2], "x");
     let plan = r
-        .plan_commit(
-            "t",
-            input.schema(),
-            vec![input.clone()],
-            &opts(Mode::Upsert, 1),
-        )
+        .transaction("t", &opts(Mode::Upsert, 1))
+        .plan(Input::Rows(input.schema(), vec![input.clone()]))
         .await
         .unwrap();
     assert_eq!(plan.parent, None);
@@ -223,7 +209,8 @@ async fn the_first_commit_of_a_table_plans_and_applies_from_no_version() {
     assert_eq!(json["mode"], "upsert");
     let saved: CommitPlan = serde_json::from_value(json).unwrap();
     let done = r
-        .commit_saved(&saved, input.schema(), vec![input], &opts(Mode::Upsert, 1))
+        .transaction(&saved.table, &opts(Mode::Upsert, 1))
+        .apply(&saved, Input::Rows(input.schema(), vec![input]))
         .await
         .unwrap();
     assert_eq!(done.parent, None);

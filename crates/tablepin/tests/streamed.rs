@@ -10,7 +10,9 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{Int64Type, SchemaRef};
 use tablepin::files::BatchIter;
-use tablepin::{CommitInput, CommitOptions, CommitResult, Mode, NoProgress, Repo, WriteSettings};
+use tablepin::{
+    CommitInput, CommitOptions, CommitResult, Input, Mode, NoProgress, Repo, WriteSettings,
+};
 
 type Row = (i64, i64);
 
@@ -132,7 +134,11 @@ async fn same_either_way(steps: &[Step]) -> (Repo, Repo, Vec<CommitResult>) {
             .await
             .unwrap();
         let input = rows_of(s.rows.clone());
-        let b = streamed.commit_streamed("t", &input, &o).await.unwrap();
+        let b = streamed
+            .transaction("t", &o)
+            .commit(Input::Stream(&input))
+            .await
+            .unwrap();
         let opens = input.opens.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(opens, if s.streams { 2 } else { 3 }, "step {i}: opens");
         assert_eq!(a.content_hash, b.content_hash, "step {i}: content hash");
@@ -286,21 +292,24 @@ async fn errors_are_those_of_the_whole_input_and_name_its_rows() {
     rows.insert(3001, rows[3000]);
     let input = rows_of(rows);
     let e = repo
-        .commit_streamed("t", &input, &opts(Mode::Overwrite, 2500))
+        .transaction("t", &opts(Mode::Overwrite, 2500))
+        .commit(Input::Stream(&input))
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("rows 3001 and 3002"), "{e}");
     // An appended key the table has, found in a window's part of it.
     let input = rows_of(table(6000));
-    repo.commit_streamed("t", &input, &opts(Mode::Overwrite, 2500))
+    repo.transaction("t", &opts(Mode::Overwrite, 2500))
+        .commit(Input::Stream(&input))
         .await
         .unwrap();
     let mut again: Vec<Row> = vec![(10, 0)];
     again.extend((0..5000).map(|i| (20_000 + i, 0)));
     let input = rows_of(again);
     let e = repo
-        .commit_streamed("t", &input, &opts(Mode::Append, 2500))
+        .transaction("t", &opts(Mode::Append, 2500))
+        .commit(Input::Stream(&input))
         .await
         .unwrap_err()
         .to_string();

@@ -123,7 +123,7 @@ fn told<'a, R: Read + Send + 'a>(
 
 /// A table file as a commit's input, read a batch at a time: Parquet,
 /// Arrow IPC or CSV by its name ([`open_table_file`]). It is a
-/// [`crate::CommitInput`], so [`crate::Repo::commit_streamed`] commits a
+/// [`crate::CommitInput`], so [`crate::Input::Stream`] commits a
 /// file larger than memory a window at a time.
 #[derive(Debug, Clone)]
 pub struct TableFile {
@@ -190,7 +190,7 @@ pub type BatchIter = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
 /// Opens a table file for reading a batch at a time, so that a caller
 /// holds one batch and not the file (a commit too large for memory,
-/// [`crate::Repo::commit_streamed`]). Parquet and Arrow IPC files are read
+/// [`crate::Input::Stream`]). Parquet and Arrow IPC files are read
 /// as stored; a CSV file (gzipped or not) is read twice, once for the
 /// column types (inferred from its first 10,000 lines, as
 /// [`read_table_file_with`] infers them) and once for its rows. Standard

@@ -25,8 +25,7 @@ use arrow::datatypes::SchemaRef;
 use tablepin_format::{ContentHash, KeyBound, RefKind, TableSnapshot};
 use tablepin_store::PutOutcome;
 
-use super::lease::LeaseKind;
-use super::{check_name, named, CommitOptions, CommitResult, Planned, Repo, Retry};
+use super::{named, CommitOptions, CommitResult, Planned, Repo};
 use crate::error::{Error, Result};
 use crate::files::BatchIter;
 use crate::table::keys;
@@ -49,7 +48,7 @@ impl CommitInput for crate::files::TableFile {
 }
 
 /// How one streamed attempt ended.
-enum Streamed {
+pub(crate) enum Streamed {
     Landed(Box<CommitResult>),
     /// Another writer moved the branch first.
     Lost,
@@ -159,59 +158,8 @@ struct Progress {
 }
 
 impl Repo {
-    /// Commits an input read a batch at a time ([`CommitInput`]): what
-    /// [`Repo::commit`] does with the whole input, with memory bounded by
-    /// [`CommitOptions::window_rows`] instead of the table where the input
-    /// allows it (see the module's documentation). An input of at most
-    /// `window_rows` rows is committed whole.
-    pub async fn commit_streamed(
-        &self,
-        table: &str,
-        input: &dyn CommitInput,
-        opts: &CommitOptions,
-    ) -> Result<CommitResult> {
-        check_name("table", table)?;
-        check_name("branch", &opts.branch)?;
-        let (schema, batches) = input.open()?;
-        if let Some(all) = whole_if_within(batches, opts.window_rows)? {
-            return self.commit(table, schema, all, opts).await;
-        }
-        crate::files::check_unique_columns(&schema)
-            .map_err(|m| Error::InvalidArgument(format!("the input of table '{table}' {m}")))?;
-        let lease = self.take_lease(LeaseKind::Commit).await?;
-        let out = self.commit_windows(table, input, opts).await;
-        lease.release(self).await;
-        out
-    }
-
-    async fn commit_windows(
-        &self,
-        table: &str,
-        input: &dyn CommitInput,
-        opts: &CommitOptions,
-    ) -> Result<CommitResult> {
-        let mut retry = Retry::new(&opts.branch, opts.retry_for);
-        // Blobs earlier attempts created (see `Repo::commit`).
-        let mut earlier = std::collections::HashSet::new();
-        loop {
-            retry.next().await?;
-            match self
-                .attempt_streamed(table, input, opts, &mut earlier)
-                .await?
-            {
-                Streamed::Landed(done) => return Ok(*done),
-                Streamed::Lost => continue,
-                Streamed::Whole => {
-                    let (schema, batches) = input.open()?;
-                    let all = batches.collect::<Result<Vec<_>>>()?;
-                    return self.commit(table, schema, all, opts).await;
-                }
-            }
-        }
-    }
-
     /// One attempt: every window planned and written, then the version.
-    async fn attempt_streamed(
+    pub(crate) async fn attempt_streamed(
         &self,
         table: &str,
         input: &dyn CommitInput,
@@ -383,7 +331,10 @@ impl Repo {
 
 /// The batches of an input of at most `limit` rows, or `None` when it has
 /// more (0: no limit, always the batches).
-fn whole_if_within(batches: BatchIter, limit: usize) -> Result<Option<Vec<RecordBatch>>> {
+pub(crate) fn whole_if_within(
+    batches: BatchIter,
+    limit: usize,
+) -> Result<Option<Vec<RecordBatch>>> {
     let mut out = Vec::new();
     let mut rows = 0usize;
     for b in batches {

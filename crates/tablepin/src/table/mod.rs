@@ -19,6 +19,7 @@ pub(crate) mod merge;
 pub(crate) mod par;
 pub(crate) mod plan;
 pub(crate) mod predicate;
+pub(crate) mod staged;
 pub(crate) mod stream;
 pub(crate) mod types;
 pub(crate) mod window;
@@ -35,6 +36,7 @@ use tablepin_store::Store;
 
 use datafile::read_live;
 pub use datafile::WriteSettings;
+pub use staged::StagedFiles;
 
 use crate::error::{Error, Result};
 

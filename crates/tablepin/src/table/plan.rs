@@ -80,7 +80,7 @@ pub(crate) struct PlanInput<'a> {
 /// The planned change to one table: the snapshot it makes and the blobs it
 /// writes, named by their ids. It holds ids and counts, not bytes: the bytes
 /// are made again from the same input when a saved plan is applied
-/// ([`crate::Repo::commit_saved`]), and every id says they are the same.
+/// ([`crate::Transaction::apply`]), and every id says they are the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TablePlan {
     /// The table's snapshot after the commit (every file it will list).
@@ -117,7 +117,7 @@ pub(crate) struct Staged {
 impl Staged {
     /// The plan of a new snapshot, its checks taken against the parent's;
     /// `rows` are the rows added, changed and deleted.
-    fn new(
+    pub(crate) fn new(
         parent: Option<&TableSnapshot>,
         snapshot: TableSnapshot,
         blobs: Vec<Bytes>,
@@ -149,7 +149,7 @@ impl Staged {
 /// beside the input rows they belong to: which input rows a file's key
 /// range can hold is then two binary searches, not a comparison per row
 /// and file.
-struct SortedBounds {
+pub(crate) struct SortedBounds {
     /// `None` when the key has no bounds (composite or other types).
     bounds: Option<Vec<KeyBound>>,
     /// Input rows in key order.
@@ -157,7 +157,7 @@ struct SortedBounds {
 }
 
 impl SortedBounds {
-    fn new(input: &RecordBatch, key_idx: &[usize], order: &[u32]) -> Self {
+    pub(crate) fn new(input: &RecordBatch, key_idx: &[usize], order: &[u32]) -> Self {
         let bounds = match key_idx {
             [k] => keys::all_bounds(input.column(*k))
                 .map(|b| order.iter().map(|i| b[*i as usize].clone()).collect()),
@@ -196,7 +196,7 @@ pub(crate) struct SchemaRules {
 /// types and narrower numbers are read as the table's types, a wider
 /// number widens a column that is not a key, and a new nullable column is
 /// added, in any mode (see `types::Fit`).
-fn resolve_schema(
+pub(crate) fn resolve_schema(
     table: &str,
     parent: Option<&Schema>,
     input: &Schema,
@@ -419,21 +419,21 @@ fn locate_in_file(
 /// What a look-up found in the parent: each input key's live position, the
 /// hash of each row found (under the commit's schema), and the deletion
 /// vectors it read (by parent file), which the commit then extends.
-struct Found {
-    locs: Vec<Option<Loc>>,
-    hashes: HashMap<(usize, u32), RowHash>,
-    dvs: Dvs,
+pub(crate) struct Found {
+    pub(crate) locs: Vec<Option<Loc>>,
+    pub(crate) hashes: HashMap<(usize, u32), RowHash>,
+    pub(crate) dvs: Dvs,
     held: Held,
 }
 
 /// The verified bytes of the parent's data files a plan read, by blob:
 /// compaction, which rewrites the files hiding the most rows (often the
 /// ones just read), takes them from here instead of asking the store again.
-type Held = HashMap<ObjectId, Bytes>;
+pub(crate) type Held = HashMap<ObjectId, Bytes>;
 
 /// Deletion vectors read already, by parent file index (`None`: the file
 /// has none).
-type Dvs = HashMap<usize, Option<RoaringBitmap>>;
+pub(crate) type Dvs = HashMap<usize, Option<RoaringBitmap>>;
 
 /// A look-up of input keys in the parent: each input key's live position
 /// among the parent's files, and the hashes of the rows found. In two
@@ -444,14 +444,14 @@ type Dvs = HashMap<usize, Option<RoaringBitmap>>;
 /// that can hold an input key, and then the pages of the rows found. Each
 /// file is fetched, verified, opened, looked up and hashed as one job on
 /// the machine's cores: one wait for all of it.
-struct LookUp {
+pub(crate) struct LookUp {
     /// Parent file index and the input rows its key range can hold.
     work: Vec<(usize, Vec<usize>)>,
     dvs: Vec<Option<RoaringBitmap>>,
 }
 
 impl LookUp {
-    async fn prepare(
+    pub(crate) async fn prepare(
         store: &Store,
         parent: &TableSnapshot,
         sorted: &SortedBounds,
@@ -473,7 +473,7 @@ impl LookUp {
         Ok(Self { work, dvs })
     }
 
-    async fn run(
+    pub(crate) async fn run(
         self,
         store: &Store,
         parent: &TableSnapshot,
@@ -562,8 +562,8 @@ impl InputHashes {
 
 /// What [`read_all`] read of the parent's files: their live rows, their
 /// deletion vectors and bytes.
-struct ParentRows {
-    rows: Vec<OldRow>,
+pub(crate) struct ParentRows {
+    pub(crate) rows: Vec<OldRow>,
     dvs: Dvs,
     held: Held,
 }
@@ -571,7 +571,7 @@ struct ParentRows {
 /// Reads every live row of the parent files `which` with its hash, under
 /// `schema` (an unkeyed overwrite's multiset); each file read, verified,
 /// decoded and hashed as one job (`Store::map_blobs`).
-async fn read_all(
+pub(crate) async fn read_all(
     store: &Store,
     parent: &TableSnapshot,
     which: &[usize],
@@ -616,7 +616,7 @@ async fn read_all(
 
 /// The key a commit's table has: the parent's, or the one given (which may
 /// not change a table's key).
-fn table_key(
+pub(crate) fn table_key(
     table: &str,
     parent: Option<&TableSnapshot>,
     given: &Option<Vec<String>>,
@@ -663,22 +663,7 @@ fn ready(table: &str, p: &PlanInput<'_>, input: &RecordBatch, key: &[String]) ->
     let parent_schema = p.parent.map(|s| &s.schema);
     let (schema, schema_moved, rewrite_all) =
         resolve_schema(table, parent_schema, &input.schema(), p.rules, p.mode, key)?;
-    let input = types::conform_rows(input, &schema).map_err(|e| match e {
-        types::Unfit::Lossy {
-            column,
-            to,
-            row,
-            held,
-            becomes,
-        } => Error::LossyValue {
-            table: table.to_string(),
-            column,
-            to,
-            row,
-            change: format!("holds {held} and would become {becomes}"),
-        },
-        other => Error::InvalidArgument(format!("the input of table '{table}': {other}")),
-    })?;
+    let input = conform_input(table, input, &schema)?;
     let key_idx = keys::key_indices(table, &schema, key)?;
     let codec = if key.is_empty() {
         None
@@ -698,6 +683,31 @@ fn ready(table: &str, p: &PlanInput<'_>, input: &RecordBatch, key: &[String]) ->
         key_idx,
         codec,
         order,
+    })
+}
+
+/// The input's rows in `schema`'s columns and types (`types::conform_rows`),
+/// a value that would change named as the table's error.
+pub(crate) fn conform_input(
+    table: &str,
+    input: &RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
+    types::conform_rows(input, schema).map_err(|e| match e {
+        types::Unfit::Lossy {
+            column,
+            to,
+            row,
+            held,
+            becomes,
+        } => Error::LossyValue {
+            table: table.to_string(),
+            column,
+            to,
+            row,
+            change: format!("holds {held} and would become {becomes}"),
+        },
+        other => Error::InvalidArgument(format!("the input of table '{table}': {other}")),
     })
 }
 
@@ -1242,13 +1252,16 @@ async fn plan_compact(
 type NewFiles = (Vec<FileEntry>, Vec<Bytes>);
 
 /// The rows of each new data file, `file_rows` at most.
-fn file_chunks<'r>(rows: &'r [u32], settings: &WriteSettings) -> std::slice::Chunks<'r, u32> {
+pub(crate) fn file_chunks<'r>(
+    rows: &'r [u32],
+    settings: &WriteSettings,
+) -> std::slice::Chunks<'r, u32> {
     rows.chunks(settings.file_rows.max(1))
 }
 
 /// Writes the rows `rows` of `input` (in that order) as new data files;
 /// their entries' `hash_sum` is left empty for the caller to fill.
-fn write_files(
+pub(crate) fn write_files(
     input: &RecordBatch,
     rows: &[u32],
     key_idx: &[usize],

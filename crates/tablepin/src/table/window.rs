@@ -1,7 +1,7 @@
 //! Windows of a streamed commit: what to do with an input too large to
 //! hold, decided without I/O.
 //!
-//! A streamed commit ([`crate::Repo::commit_streamed`]) takes its input a
+//! A streamed commit ([`crate::Input::Stream`]) takes its input a
 //! window of rows at a time and plans each window as an ordinary commit
 //! against a part of the parent, its sub-parent. For that to give the same
 //! snapshot as one commit of the whole input, no two windows may touch the
