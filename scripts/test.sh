@@ -67,6 +67,17 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
   fi
 fi
 
+# Java 17, from the system's packages where missing: the Spark tests
+# (tablepin.spark) run a local Spark on it.
+if ! command -v java >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; } >/dev/null 2>&1 ||
+      echo "Java could not be installed (apt-get install openjdk-17-jre-headless): the Spark tests fail in CI and are skipped elsewhere"
+  else
+    echo "Java is missing (as root: apt-get install openjdk-17-jre-headless): the Spark tests fail in CI and are skipped elsewhere"
+  fi
+fi
+
 # The binary the Python tests drive: the test build above made it (a
 # no-op build here when nothing changed).
 cargo build --release --workspace --tests --locked --features tablepin-cli/lab,tablepin-cli/testing 2>&1 | tail -n 1

@@ -33,6 +33,7 @@ from ._tablepin import (
     NotFound,
     StorageError,
 )
+from ._parts import DataFile, Part, Split, balanced as _balanced
 from ._types import (
     AuditMovedRef,
     AuditRecord,
@@ -63,7 +64,7 @@ __all__ = [
     "Error", "BadInput", "NotFound", "Conflict", "Damaged", "StorageError", "InternalError",
     "Version", "Change", "LogEntry", "TableState", "VersionInfo", "TableInfo", "Column",
     "Ref", "Replaced", "Erasure", "TableDiff", "Restored", "DeltaView", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
-    "AuditRecord", "AuditVersion", "AuditMovedRef",
+    "AuditRecord", "AuditVersion", "AuditMovedRef", "DataFile", "Part", "Split",
 ]
 
 
@@ -136,6 +137,10 @@ class Scan:
         self.key: tuple[str, ...] = tuple(meta["key"])
         self.replaced: Replaced | None = Replaced._from(meta["replaced"])
         """Set when `rev` named a version an erasure replaced since."""
+        self.files: tuple[DataFile, ...] = tuple(
+            DataFile(i, f["rows"], f["bytes"]) for i, f in enumerate(meta["files"])
+        )
+        """The version's data files (all of them, whatever the scan reads)."""
 
     @property
     def stats(self) -> dict[str, int]:
@@ -281,6 +286,7 @@ class Repo:
         columns: Sequence[str] | None = None,
         filter: str | None = None,
         limit: int | None = None,
+        files: Sequence[int] | None = None,
     ) -> Scan:
         """The rows of `table` at `rev` (a branch, tag, version id or prefix,
         `HEAD`, `main~3`, a date) as a stream of record batches.
@@ -289,6 +295,9 @@ class Repo:
         decoded); `filter` keeps the rows an SQL condition over the columns
         matches (`"Country = 'France' AND Quantity < 0"`), evaluated by the
         engine; `limit` keeps the first rows (key order for a keyed table).
+        `files` reads only those data files of the version (positions in
+        `Scan.files`), one at a time, unmerged and so in no key order: a
+        task's part of a distributed read (see `split`).
 
         The scan streams: each batch is read when asked for, the files
         whose key range or statistics rule the filter out are never
@@ -296,13 +305,19 @@ class Repo:
         memory holds the files being read, not the table. `stats` says
         what it read.
         """
-        return self._scan(table, rev, columns, filter, limit, whole=False)
+        return self._scan(table, rev, columns, filter, limit, files, whole=False)
 
-    def _scan(self, table, rev, columns, filter, limit, whole: bool) -> Scan:
+    def _scan(self, table, rev, columns, filter, limit, files, whole: bool) -> Scan:
         if limit is not None and limit < 0:
             raise BadInput(f"limit is a number of rows, 0 or more, not {limit}")
         reader, meta, handle = self._repo.scan(
-            table, rev, list(columns) if columns is not None else None, filter, limit, whole
+            table,
+            rev,
+            list(columns) if columns is not None else None,
+            filter,
+            limit,
+            whole,
+            list(files) if files is not None else None,
         )
         return Scan(reader, _json.loads(meta), handle)
 
@@ -319,10 +334,51 @@ class Repo:
         columns: Sequence[str] | None = None,
         filter: str | None = None,
         limit: int | None = None,
+        files: Sequence[int] | None = None,
     ) -> _pa.Table:
         """The rows of `table` at `rev` as a pyarrow Table (see `scan`):
         read whole, a keyed table's files merged on every core."""
-        return self._scan(table, rev, columns, filter, limit, whole=True).read_all()
+        return self._scan(table, rev, columns, filter, limit, files, whole=True).read_all()
+
+    def split(
+        self,
+        table: str,
+        rev: str = "main",
+        parts: int | None = None,
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,
+    ) -> Split:
+        """`table` at `rev` cut into `parts` parts (default: one per data
+        file; never more than the files) of rows as even as whole files
+        allow, for tasks on other processes or machines: each part names
+        the version (not `rev`), so every task reads what was planned, and
+        reading every part once reads each row of the version exactly once.
+        Reads no rows."""
+        if parts is not None and parts < 1:
+            raise BadInput(f"parts is a number of parts, 1 or more, not {parts}")
+        head = self.scan(table, rev, columns, filter, limit=0)
+        cols = tuple(columns) if columns is not None else None
+        cut = _balanced(head.files, parts if parts is not None else len(head.files))
+        return Split(
+            rev,
+            head.version,
+            head.rows,
+            head.content_hash,
+            head.schema,
+            tuple(
+                Part(
+                    self.location,
+                    table,
+                    head.version,
+                    tuple(f.index for f in p),
+                    sum(f.rows for f in p),
+                    sum(f.bytes for f in p),
+                    cols,
+                    filter,
+                )
+                for p in cut
+            ),
+        )
 
     def requests(self) -> dict[str, int]:
         """The requests this `Repo` has made of its store so far, as the

@@ -42,6 +42,7 @@ class _Repo:
         filter: str | None = None,
         limit: int | None = None,
         whole: bool = False,
+        files: list[int] | None = None,
     ) -> tuple[pa.RecordBatchReader, str, _ScanHandle]: ...
     def requests(self) -> str: ...
     def commit(

@@ -10,6 +10,10 @@ import pytest
 
 BIN = os.environ.get("TABLEPIN_BIN", "tablepin")
 
+# Spark (test_spark.py, docs/distributed.md's examples) binds and
+# advertises the loopback address only: tests talk to nothing else.
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+
 
 def cli(cwd, *args, ok=True):
     """Runs the CLI in `cwd`; its stdout (JSON decoded when --json is given)."""
@@ -60,3 +64,15 @@ def lab_out(tmp_path_factory):
     out = tmp_path_factory.mktemp("lab") / "lab-out"
     cli(out.parent, "lab", "--data", os.path.abspath(DATA), "--out", str(out))
     return out
+
+
+@pytest.fixture(scope="session")
+def generated_1m(tmp_path_factory):
+    """A repository whose table `sales` (key `id`) holds the generated
+    1,000,000-row table in one version, shared by the tests that only read
+    it."""
+    folder = tmp_path_factory.mktemp("generated-1m")
+    cli(folder, "init")
+    cli(folder, "generate", "--rows", "1000000", "-o", "sales.parquet")
+    cli(folder, "commit", "sales", "sales.parquet", "--key", "id", "-m", "one million rows")
+    return folder / ".tablepin"

@@ -32,7 +32,7 @@ import pytest
 from conftest import BIN, cli, s3_location
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DOCS = ["README.md", "docs/python.md", "docs/json.md"]
+DOCS = ["README.md", "docs/python.md", "docs/json.md", "docs/distributed.md"]
 
 
 def examples(path):
@@ -174,6 +174,8 @@ def test_the_python_examples_run_in_order(path, tmp_path, request, monkeypatch):
     monkeypatch.chdir(cwd)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    # Spark's Python workers run this Python, as in an activated venv.
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     # The one name the docs leave to the reader: their own training function.
     namespace = {"train": lambda rows, seed: None, "__name__": "docs"}
     for _, line, _, _, code in blocks:

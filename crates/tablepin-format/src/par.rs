@@ -21,16 +21,25 @@ use rayon::prelude::*;
 /// Each item's result, `None` for an item not started after an error.
 type Done<R, E> = Vec<Option<Result<R, E>>>;
 
-/// The pools built so far, by thread count.
-type Pools = Vec<(usize, Arc<rayon::ThreadPool>)>;
+/// The pools built so far, by process id and thread count.
+type Pools = Vec<((u32, usize), Arc<rayon::ThreadPool>)>;
 
 /// The process's pool of `threads` threads, built on first use; `None`
-/// when the threads cannot be started.
+/// when the threads cannot be started. A forked process (a PyTorch
+/// DataLoader worker) inherits its parent's pools but not their threads,
+/// so pools are the process's own, by process id; the parent's are
+/// forgotten without being dropped (a drop would wait for their threads).
 fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
     static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
     let mut pools = POOLS.get_or_init(Mutex::default).lock().ok()?;
-    if let Some((_, p)) = pools.iter().find(|(n, _)| *n == threads) {
+    let pid = std::process::id();
+    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == (pid, threads)) {
         return Some(p.clone());
+    }
+    if pools.iter().any(|((owner, _), _)| *owner != pid) {
+        for (_, inherited) in pools.drain(..) {
+            std::mem::forget(inherited);
+        }
     }
     let p = Arc::new(
         rayon::ThreadPoolBuilder::new()
@@ -39,7 +48,7 @@ fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
             .build()
             .ok()?,
     );
-    pools.push((threads, p.clone()));
+    pools.push(((pid, threads), p.clone()));
     Some(p)
 }
 

@@ -8,7 +8,7 @@
 //! one function per engine call, and the shapes are those `--json` prints.
 //! Every call that does I/O releases the GIL while it runs.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatchIterator;
 use arrow::datatypes::SchemaRef;
@@ -213,6 +213,11 @@ fn scan_meta(
         "content_hash": snapshot.content_hash,
         "key": snapshot.key,
         "replaced": replaced,
+        // What a distributed reader splits into tasks (`files` of a scan).
+        "files": snapshot.files.iter().map(|f| serde_json::json!({
+            "rows": f.live_rows(),
+            "bytes": f.stored_bytes(),
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -317,17 +322,30 @@ fn settings() -> tablepin::Settings {
     s
 }
 
-/// The one runtime every call runs on.
+/// The one runtime every call of this process runs on. A process forked
+/// from one that had a runtime (a PyTorch DataLoader worker, a
+/// multiprocessing pool) has its memory but none of its threads: it gets a
+/// runtime of its own, and the parent's is left alone (dropping it would
+/// wait for threads that are not there).
 fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
-    static RT: OnceLock<std::io::Result<tokio::runtime::Runtime>> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("tablepin")
-            .build()
-    })
-    .as_ref()
-    .map_err(|e| internal("cannot start the I/O runtime", e))
+    static RT: Mutex<Option<(u32, &'static tokio::runtime::Runtime)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut held = RT
+        .lock()
+        .map_err(|e| internal("the I/O runtime's lock", e))?;
+    match *held {
+        Some((owner, rt)) if owner == pid => Ok(rt),
+        _ => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("tablepin")
+                .build()
+                .map_err(|e| internal("cannot start the I/O runtime", e))?;
+            let rt: &'static tokio::runtime::Runtime = Box::leak(Box::new(rt));
+            *held = Some((pid, rt));
+            Ok(rt)
+        }
+    }
 }
 
 /// Runs an engine call to its end with the GIL released.
@@ -478,8 +496,10 @@ impl PyRepo {
     /// merges a keyed table's files on every core. Else a stream pulled
     /// batch by batch: files whose key range or statistics rule out the
     /// filter are never fetched, and memory holds what is being read, not
-    /// the table.
-    #[pyo3(signature = (table, rev, columns=None, filter=None, limit=None, whole=false))]
+    /// the table. `files`: only those data files' live rows (positions in
+    /// the meta's `files`), one file at a time and unmerged, as a task of
+    /// a distributed read takes its part.
+    #[pyo3(signature = (table, rev, columns=None, filter=None, limit=None, whole=false, files=None))]
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn scan(
         &self,
@@ -490,6 +510,7 @@ impl PyRepo {
         filter: Option<String>,
         limit: Option<usize>,
         whole: bool,
+        files: Option<Vec<usize>>,
     ) -> PyResult<(
         PyArrowType<Box<dyn RecordBatchReader + Send>>,
         String,
@@ -500,6 +521,7 @@ impl PyRepo {
             columns,
             filter,
             limit,
+            files,
         };
         let at = rev.clone();
         if whole {

@@ -93,6 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts = ScanOptions {
         columns: Some(vec!["price".into()]),
         filter: Some("price > 3".into()),
+        files: None,
         limit: None,
     };
     let (read, _) = repo.scan("main", "sales", &opts).await?;

@@ -201,6 +201,7 @@ impl TableProvider for VersionTable {
             // exact; none of ours is, so a limit here cuts unfiltered rows.
             limit,
             ordered: false,
+            files: None,
         };
         let store = self.store.clone();
         let scan = match Scan::new(store.clone(), &self.snapshot, &self.table, &req).await {

@@ -104,6 +104,7 @@ async fn a_filter_keeps_the_rows_it_matches_in_key_order() {
         ScanOptions {
             columns: Some(vec!["id".into()]),
             filter: Some("country = 'France' AND price > 100".into()),
+            files: None,
             limit: None,
         },
     )
@@ -158,6 +159,7 @@ async fn a_limit_cuts_after_the_filter() {
         ScanOptions {
             columns: Some(vec!["id".into()]),
             filter: Some("country = 'Spain'".into()),
+            files: None,
             limit: Some(3),
         },
     )
@@ -334,6 +336,7 @@ async fn a_streamed_read_gives_what_a_whole_read_gives() {
         ScanOptions {
             columns: Some(vec!["price".into()]),
             filter: Some("id < 600".into()),
+            files: None,
             limit: Some(250),
         },
     ];
@@ -395,4 +398,91 @@ async fn a_streamed_read_of_a_missing_file_names_the_version() {
     };
     assert_eq!(e.kind(), tablepin::ErrorKind::Damaged, "{e}");
     assert!(e.to_string().contains(&v.version.short(12)), "{e}");
+}
+
+fn ids(b: &RecordBatch) -> Vec<i64> {
+    let col = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+    col.values().to_vec()
+}
+
+#[tokio::test]
+async fn chosen_files_give_their_live_rows_and_together_the_version() {
+    let repo = repo().await;
+    let all = whole(&repo).await;
+    let files = |f: Vec<usize>| ScanOptions {
+        files: Some(f),
+        ..Default::default()
+    };
+    // The first file's odd rows were replaced: its live rows are the even
+    // ids; the second holds the odd ones, with their new prices.
+    let first = scan(&repo, files(vec![0])).await.unwrap();
+    let second = scan(&repo, files(vec![1])).await.unwrap();
+    assert_eq!(ids(&first), (0..1000).step_by(2).collect::<Vec<i64>>());
+    assert_eq!(ids(&second), (1..1000).step_by(2).collect::<Vec<i64>>());
+    // In the order asked, unmerged: the second file first.
+    let both = scan(&repo, files(vec![1, 0])).await.unwrap();
+    assert_eq!(
+        both,
+        concat_batches(&both.schema(), &[second, first]).unwrap()
+    );
+    // Together, the version's rows exactly once.
+    let mut rows: Vec<(i64, usize)> = ids(&both).into_iter().zip(0..).collect();
+    rows.sort_unstable();
+    let order: Vec<u32> = rows.iter().map(|&(_, at)| at as u32).collect();
+    let sorted =
+        arrow::compute::take_record_batch(&both, &arrow::array::UInt32Array::from(order)).unwrap();
+    assert_eq!(sorted, all);
+    // A streamed read of chosen files is the same rows.
+    let (s, _) = repo
+        .scan_stream("main", "t", &files(vec![1, 0]))
+        .await
+        .unwrap();
+    use futures::TryStreamExt;
+    let streamed: Vec<RecordBatch> = s.rows.try_collect().await.unwrap();
+    assert_eq!(concat_batches(&both.schema(), &streamed).unwrap(), both);
+    // With a filter and columns; and no file at all is no row.
+    let spain = scan(
+        &repo,
+        ScanOptions {
+            columns: Some(vec!["id".into()]),
+            filter: Some("country = 'Spain'".into()),
+            files: Some(vec![0]),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        ids(&spain),
+        (0..1000)
+            .filter(|i| i % 2 == 0 && i % 3 == 1)
+            .collect::<Vec<i64>>()
+    );
+    assert_eq!(scan(&repo, files(vec![])).await.unwrap().num_rows(), 0);
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_there_or_asked_twice_is_named() {
+    let repo = repo().await;
+    let files = |f: Vec<usize>| ScanOptions {
+        files: Some(f),
+        ..Default::default()
+    };
+    let e = scan(&repo, files(vec![0, 2])).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "table 't' has 2 data files (0 to 1) in this version; there is no data file 2"
+    );
+    let e = scan(&repo, files(vec![1, 1])).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "data file 1 of table 't' is asked for twice; name each file once"
+    );
+    let e = repo
+        .scan_stream("main", "t", &files(vec![5]))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("there is no data file 5"), "{e}");
 }

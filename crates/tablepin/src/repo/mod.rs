@@ -581,9 +581,12 @@ impl Repo {
         opts: &ScanOptions,
     ) -> Result<TableRead> {
         let snapshot = self.snapshot(version, table).await?;
-        let (schema, batches, stats) = table::scan(&self.store, &snapshot, table, opts)
-            .await
-            .map_err(|e| named(e, Some(*version), table))?;
+        let (schema, batches, stats) = match opts.files {
+            // Chosen files are read as a stream reads them: unmerged.
+            Some(_) => table::stream::collect(self.store.clone(), &snapshot, table, opts).await,
+            None => table::scan(&self.store, &snapshot, table, opts).await,
+        }
+        .map_err(|e| named(e, Some(*version), table))?;
         Ok(TableRead {
             version: *version,
             snapshot,

@@ -408,11 +408,23 @@ impl Transaction<'_> {
     /// [`CommitOptions::retry_for`]: the one retry loop of every commit.
     pub async fn commit(&self, input: Input<'_>) -> Result<CommitResult> {
         let mut input = self.prepare(input)?;
-        let lease = match input.needs_lease() {
+        let leased = input.needs_lease();
+        self.leased(leased, self.retrying(&mut input)).await
+    }
+
+    /// Runs `work` holding the commit lease when `needed` (an input whose
+    /// blobs no version names until it lands, which gc and erasure must
+    /// leave alone meanwhile), released whatever the work gives.
+    async fn leased<T>(
+        &self,
+        needed: bool,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let lease = match needed {
             true => Some(self.repo.take_lease(LeaseKind::Commit).await?),
             false => None,
         };
-        let out = self.retrying(&mut input).await;
+        let out = work.await;
         if let Some(lease) = lease {
             lease.release(self.repo).await;
         }
@@ -438,15 +450,9 @@ impl Transaction<'_> {
     /// are left for gc). It never waits for the branch.
     pub async fn attempt(&self, input: Input<'_>) -> Result<CommitOutcome> {
         let mut input = self.prepare(input)?;
-        let lease = match input.needs_lease() {
-            true => Some(self.repo.take_lease(LeaseKind::Commit).await?),
-            false => None,
-        };
-        let out = self.once(&mut input, &mut HashSet::new()).await;
-        if let Some(lease) = lease {
-            lease.release(self.repo).await;
-        }
-        out
+        let leased = input.needs_lease();
+        self.leased(leased, self.once(&mut input, &mut HashSet::new()))
+            .await
     }
 
     /// Plans the commit and writes nothing: the plan says exactly what
@@ -470,15 +476,8 @@ impl Transaction<'_> {
         let opts = saved.options(&self.opts);
         let this = self.repo.transaction(&saved.table, &opts);
         let input = this.whole(this.prepare(input)?)?;
-        let lease = match input.needs_lease() {
-            true => Some(self.repo.take_lease(LeaseKind::Commit).await?),
-            false => None,
-        };
-        let out = this.apply_prepared(saved, &input).await;
-        if let Some(lease) = lease {
-            lease.release(self.repo).await;
-        }
-        out
+        self.leased(input.needs_lease(), this.apply_prepared(saved, &input))
+            .await
     }
 
     async fn apply_prepared(

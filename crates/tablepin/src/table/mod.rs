@@ -93,6 +93,13 @@ pub struct ScanOptions {
     pub filter: Option<String>,
     /// At most this many rows (after the filter).
     pub limit: Option<usize>,
+    /// Only the live rows of these data files of the version (positions
+    /// in its snapshot's file list, each at most once), read one file at a
+    /// time in the order given and not merged by key: the parts a
+    /// distributed reader (Spark, Ray, a PyTorch rank) hands its tasks, so
+    /// that every row of the version is read by the one task given its
+    /// file.
+    pub files: Option<Vec<usize>>,
 }
 
 impl ScanOptions {
@@ -106,7 +113,8 @@ impl ScanOptions {
 }
 
 /// Reads the rows of a snapshot that `opts` asks for: keyed tables in key
-/// order, unkeyed ones in insertion order. Files are decoded with only the
+/// order, unkeyed ones in insertion order (`opts.files` is for
+/// [`stream::open`]). Files are decoded with only the
 /// columns asked for, the key (for the merge) and the filter's.
 pub(crate) async fn scan(
     store: &Store,
@@ -119,6 +127,7 @@ pub(crate) async fn scan(
         filter: opts.filter.as_deref().map(RowFilter::Sql),
         limit: opts.limit,
         ordered: true,
+        files: None,
     };
     scan_request(store, snap, table, &request).await
 }
@@ -146,6 +155,9 @@ pub(crate) struct ScanRequest<'a> {
     pub(crate) filter: Option<RowFilter<'a>>,
     pub(crate) limit: Option<usize>,
     pub(crate) ordered: bool,
+    /// Only these data files (see [`ScanOptions::files`]); only a
+    /// [`stream::Scan`] reads them.
+    pub(crate) files: Option<&'a [usize]>,
 }
 
 /// [`scan`] of a [`ScanRequest`].

@@ -24,7 +24,7 @@ use datafusion::common::{Column, ScalarValue};
 use datafusion::physical_expr::split_conjunction;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
 use tablepin_format::{FileEntry, KeyBound, ObjectId, TableSnapshot};
 use tablepin_store::Store;
@@ -114,16 +114,16 @@ impl Scan {
             Some(f) => files_that_may_match(snap, f, &read_schema),
             None => vec![true; snap.files.len()],
         };
-        let chosen: Vec<&FileEntry> = snap
-            .files
+        let asked = files_asked(table, snap.files.len(), req.files)?;
+        let chosen: Vec<&FileEntry> = asked
             .iter()
-            .zip(&keep)
-            .filter_map(|(f, k)| k.then_some(f))
+            .filter(|&&i| keep[i])
+            .map(|&i| &snap.files[i])
             .collect();
         let dvs = dv::load_many(&store, chosen.iter().copied()).await?;
         let stats = ReadStats {
             columns_decoded: decode.len(),
-            files_skipped: snap.files.len() - chosen.len(),
+            files_skipped: asked.len() - chosen.len(),
             ..ReadStats::default()
         };
         Ok(Self {
@@ -230,6 +230,35 @@ impl Scan {
     }
 }
 
+/// The positions of the files a scan reads: `asked` (each a file of the
+/// snapshot's `files`, at most once, kept in the order given), or all.
+fn files_asked(table: &str, files: usize, asked: Option<&[usize]>) -> Result<Vec<usize>> {
+    let Some(asked) = asked else {
+        return Ok((0..files).collect());
+    };
+    let mut seen = vec![false; files];
+    for &i in asked {
+        match seen.get_mut(i) {
+            None => {
+                let have = match files {
+                    0 => "no data file".to_string(),
+                    n => format!("{n} data files (0 to {})", n - 1),
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "table '{table}' has {have} in this version; there is no data file {i}"
+                )));
+            }
+            Some(true) => {
+                return Err(Error::InvalidArgument(format!(
+                    "data file {i} of table '{table}' is asked for twice; name each file once"
+                )))
+            }
+            Some(s) => *s = true,
+        }
+    }
+    Ok(asked.to_vec())
+}
+
 /// Rows as they are read, with what the read touched so far.
 pub(crate) struct RowStream {
     pub(crate) schema: SchemaRef,
@@ -252,16 +281,35 @@ pub(crate) async fn open(
         filter: opts.filter.as_deref().map(super::RowFilter::Sql),
         limit: opts.limit,
         ordered: true,
+        files: opts.files.as_deref(),
     };
-    if snap.key.is_empty() {
+    if snap.key.is_empty() || req.files.is_some() {
+        // Chosen files one at a time: a task's memory holds one file.
+        let at_once = match req.files {
+            Some(_) => 1,
+            None => tablepin_format::threads(),
+        };
         let scan = Arc::new(Scan::new(store, snap, table, &req).await?);
         return Ok(RowStream {
             schema: scan.schema(),
             stats: scan.stats(),
-            rows: scan.stream(0, 1, tablepin_format::threads()),
+            rows: scan.stream(0, 1, at_once),
         });
     }
     ordered(store, snap, table, &req).await
+}
+
+/// [`open`], every batch collected.
+pub(crate) async fn collect(
+    store: Arc<Store>,
+    snap: &TableSnapshot,
+    table: &str,
+    opts: &super::ScanOptions,
+) -> Result<(SchemaRef, Vec<RecordBatch>, ReadStats)> {
+    let s = open(store, snap, table, opts).await?;
+    let batches: Vec<RecordBatch> = s.rows.try_collect().await?;
+    let stats = s.stats.lock().map(|g| g.clone()).unwrap_or_default();
+    Ok((s.schema, batches, stats))
 }
 
 /// [`open`] of a keyed table: the files merged by key as they decode, a
