@@ -7,7 +7,19 @@ import pyarrow as pa
 
 __version__: str
 
-class Error(Exception): ...
+class Error(Exception):
+    """What the error names, each None where it names none."""
+
+    table: str | None
+    version: str | None
+    rev: str | None
+    ref: str | None
+    path: str | None
+    blob: str | None
+    column: str | None
+    row: int | None
+    key: str | None
+
 class BadInput(Error, ValueError): ...
 class NotFound(Error, LookupError): ...
 class Conflict(Error): ...

@@ -23,8 +23,8 @@ With `shuffle`, the order depends on the version, `seed` and the epoch
 only: the files are laid end to end in an order drawn from (seed, epoch)
 before the cut, and each run's rows of a file are yielded in an order
 drawn from (seed, epoch, file, first row). The
-same three give the same batches on any machine; record them (MLflow:
-`tablepin.mlflow.log_input`) and the run can be fed again exactly.
+same three give the same batches on any machine; record them in MLflow
+(`ds.log_input()`) and the run can be fed again exactly.
 
 Requires the `torch` extra (`pip install 'tablepin[torch]'`).
 """
@@ -140,6 +140,17 @@ class TableDataset(_IterableDataset):
         self.convert = convert
         self._rank = rank
         self._world = world_size
+
+    def log_input(self, context: str = "training") -> Any:
+        """Records in the active MLflow run the version this dataset reads
+        (not its revision, which may have moved), the proof of its rows
+        and the seed (`tablepin.mlflow.log_input`): with the epoch, all
+        that decides the batches. `TableDataset(repo, table,
+        record.version, shuffle=True, seed=record.seed)` feeds the run
+        again."""
+        from . import mlflow as _mlflow
+
+        return _mlflow.log_input(Repo(self.location), self.table, self.version, context, seed=self.seed)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration is (its order, with `shuffle`)."""

@@ -424,3 +424,41 @@ def test_a_file_s_path_commits_a_window_at_a_time_as_the_whole_table_would(tmp_p
         streamed.commit("t", first, window_rows=10)
     with pytest.raises(tablepin.BadInput, match="^window_rows is a number of rows, 0 or more, not -1$"):
         streamed.commit("t", str(path), window_rows=-1)
+
+
+def test_errors_carry_what_they_name_as_attributes(tmp_path):
+    repo = tablepin.Repo.init(tmp_path / "r")
+    v = repo.commit("t", pa.table({"id": [1, 2]}), key="id")
+    with pytest.raises(tablepin.NotFound) as e:
+        repo.read("t", rev="no-such-rev")
+    assert (e.value.rev, e.value.table, e.value.blob) == ("no-such-rev", None, None)
+    with pytest.raises(tablepin.NotFound) as e:
+        repo.read("nope")
+    assert e.value.table == "nope" and v.version.startswith(e.value.version)
+    with pytest.raises(tablepin.BadInput) as e:
+        repo.read("t", columns=["x"])
+    assert (e.value.table, e.value.column) == ("t", "x")
+    with pytest.raises(tablepin.BadInput) as e:
+        repo.commit("t", pa.table({"id": [2]}), mode="append")
+    assert (e.value.table, e.value.key) == ("t", "id=2")
+    with pytest.raises(tablepin.BadInput) as e:
+        repo.commit("t", pa.table({"id": pa.array([3, None])}), mode="upsert")
+    assert (e.value.table, e.value.column, e.value.row) == ("t", "id", 2)
+    repo.tag("a")
+    with pytest.raises(tablepin.Conflict) as e:
+        repo.tag("a")
+    assert e.value.ref == "a"
+    # Raised by the package itself, before the engine: the attributes are
+    # there, None.
+    with pytest.raises(tablepin.BadInput) as e:
+        repo.commit("t", pa.table({"id": [1]}), mode="merge")
+    assert e.value.table is None and e.value.row is None
+    # A damaged data file: the blob and the table, as data.
+    [data] = [p for p in (tmp_path / "r" / "objects").rglob("*") if p.is_file() and p.read_bytes()[:4] == b"PAR1"]
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    with pytest.raises(tablepin.Damaged) as e:
+        repo.read("t")
+    assert (e.value.blob, e.value.table) == (data.parent.name + data.name, "t")
+    assert e.value.version == v.version

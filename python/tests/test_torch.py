@@ -143,3 +143,24 @@ def test_a_rank_holds_about_one_file(generated_1m):
     share = repo.read("sales", columns=columns, files=got["files"]).nbytes
     assert got["rows"] > 0
     assert got["grew"] < 1.5 * decoded < share, (got, decoded, share)
+
+
+def test_the_mlflow_record_feeds_the_run_again(generated_1m, tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    import tablepin.mlflow
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri(f"file://{tmp_path / 'mlruns'}")
+    try:
+        ds = TableDataset(generated_1m, "sales", columns=["id"], shuffle=True, seed=5, epoch=2,
+                          rank=0, world_size=3, convert=None)
+        with mlflow.start_run() as run:
+            ds.log_input()
+        rec = tablepin.mlflow.recorded(run.info.run_id)["sales"]
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert (rec.version, rec.seed, rec.content_hash) == (ds.version, 5, ds.content_hash)
+    again = TableDataset(generated_1m, "sales", rec.version, columns=["id"], shuffle=True, seed=rec.seed,
+                         epoch=2, rank=0, world_size=3, convert=None)
+    ids = lambda d: [i for b in d for i in b.column("id").to_pylist()]
+    assert ids(again) == ids(ds)

@@ -98,6 +98,11 @@ impl Kind {
                 let namespace = pyo3::types::PyDict::new(py);
                 namespace.set_item("__doc__", self.doc())?;
                 namespace.set_item("__module__", "tablepin")?;
+                // What the error names (`tablepin::Subject`), None unless
+                // the engine says.
+                for name in SUBJECT {
+                    namespace.set_item(name, py.None())?;
+                }
                 let made = py.import("builtins")?.getattr("type")?.call1((
                     self.name(),
                     self.bases(py),
@@ -118,18 +123,43 @@ impl Kind {
     }
 }
 
+/// The attributes every exception of the package has: what the error
+/// names, as `tablepin::Subject` holds it.
+const SUBJECT: [&str; 9] = [
+    "table", "version", "rev", "ref", "path", "blob", "column", "row", "key",
+];
+
 /// The engine's error as the Python exception of its kind, with the same
-/// one-sentence message the CLI prints.
+/// one-sentence message the CLI prints and what it names as attributes
+/// (`e.table`, `e.blob`, `e.rev`, ...).
 fn err(e: tablepin::Error) -> PyErr {
     let m = in_python(&e).unwrap_or_else(|| e.to_string());
-    match e.kind() {
+    let raised = match e.kind() {
         ErrorKind::InvalidInput => Kind::BadInput.err(m),
         ErrorKind::NotFound => Kind::NotFound.err(m),
         ErrorKind::Conflict => Kind::Conflict.err(m),
         ErrorKind::Damaged => Kind::Damaged.err(m),
         ErrorKind::Io => Kind::Storage.err(m),
         _ => Kind::Internal.err(m),
-    }
+    };
+    let s = e.subject();
+    let text = [
+        s.table, s.version, s.rev, s.r#ref, s.path, s.blob, s.column, None, s.key,
+    ];
+    Python::attach(|py| {
+        let value = raised.value(py);
+        for (name, v) in SUBJECT.iter().zip(text) {
+            if let Some(v) = v {
+                // An attribute that cannot be set leaves the sentence,
+                // which names the same thing.
+                let _ = value.setattr(*name, v);
+            }
+        }
+        if let Some(row) = s.row {
+            let _ = value.setattr("row", row);
+        }
+    });
+    raised
 }
 
 /// The engine's sentence for errors whose way out is an argument of this

@@ -59,6 +59,7 @@ mod progress;
 pub mod repo;
 mod settings;
 pub mod sql;
+mod subject;
 pub mod table;
 
 pub use error::{Error, ErrorKind, Result};
@@ -70,6 +71,7 @@ pub use repo::{
     DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
 };
 pub use settings::Settings;
+pub use subject::Subject;
 pub use table::plan::{Mode, PlannedBlob, TablePlan};
 pub use table::types::content_hash_as;
 pub use table::{ReadStats, ScanOptions, StagedFiles, WriteSettings};
