@@ -453,7 +453,12 @@ class Repo:
         return Version._from(_json.loads(out))
 
     def stage(
-        self, table: str, data: Any, key: Sequence[str] | str | None = None, branch: str | None = None
+        self,
+        table: str,
+        data: Any,
+        key: Sequence[str] | str | None = None,
+        branch: str | None = None,
+        mode: str = "append",
     ) -> str:
         """Writes rows as data files of `table` for a later commit by another
         process, and returns their description: a JSON string, small and
@@ -465,11 +470,13 @@ class Repo:
         at the head of `branch` and are sorted by its key (`key` names it for
         a new table), which must be unique among them. Until a commit takes
         them the files belong to no version: a job that dies leaves them to
-        `gc`."""
+        `gc`. With `mode="delete"` the rows need only the key columns: their
+        keys are staged, and `commit_staged(..., mode="delete")` removes the
+        rows with those keys."""
         if isinstance(key, str):
             key = [key]
         keys = list(key) if key is not None else None
-        return self._repo.stage(table, _arrow_stream(data), key=keys, branch=branch)
+        return self._repo.stage(table, _arrow_stream(data), key=keys, branch=branch, mode=mode)
 
     def commit_staged(
         self,
@@ -481,7 +488,8 @@ class Repo:
     ) -> Version:
         """Commits the data files workers staged (`stage`'s descriptions) as
         one version: "append" adds their rows, "upsert" replaces the rows
-        with their keys, "overwrite" makes them the table. The counts and
+        with their keys, "overwrite" makes them the table, "delete" removes
+        the rows whose keys were staged (`stage(..., mode="delete")`). The counts and
         the content hash are those a commit of the same rows gives. The same
         descriptions committed again land nothing (the answer's `empty` is
         True): a driver that retries makes one version. A staged file that

@@ -75,7 +75,13 @@ class _Repo:
         allow_empty: bool = False,
     ) -> str: ...
     def stage(
-        self, table: str, data: Any, *, key: list[str] | None = None, branch: str | None = None
+        self,
+        table: str,
+        data: Any,
+        *,
+        key: list[str] | None = None,
+        branch: str | None = None,
+        mode: str = "append",
     ) -> str: ...
     def diff(
         self, old: str, new: str, table: str | None = None

@@ -112,12 +112,14 @@ class TableDatasink(_Datasink):
         message: str = "",
         branch: str | None = None,
     ):
-        if mode not in ("append", "upsert", "overwrite"):
-            raise BadInput(f"a Ray write's mode is one of 'append', 'upsert' or 'overwrite', not '{mode}'")
+        if mode not in ("append", "upsert", "overwrite", "delete"):
+            raise BadInput(f"a Ray write's mode is one of 'append', 'upsert', 'overwrite' or 'delete', not '{mode}'")
         self.location = _location(repo)
         self.table, self.mode, self.message, self.branch = table, mode, message, branch
         self.key = [key] if isinstance(key, str) else (list(key) if key is not None else None)
         self.result: Version | None = None
+        # A delete stages the rows' keys; the other modes stage rows.
+        self._stage_mode = "delete" if mode == "delete" else "append"
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> list[str]:
         repo = Repo(self.location)
@@ -125,7 +127,7 @@ class TableDatasink(_Datasink):
         for block in blocks:
             rows = _BlockAccessor.for_block(block).to_arrow()
             if rows.num_rows:
-                staged.append(repo.stage(self.table, rows, key=self.key, branch=self.branch))
+                staged.append(repo.stage(self.table, rows, self.key, self.branch, self._stage_mode))
         return staged
 
     def on_write_complete(self, write_result: Any) -> None:
@@ -146,7 +148,8 @@ def write(
     branch: str | None = None,
 ) -> Version:
     """Commits the rows of `dataset` to `table` as one version: "append",
-    "upsert" (by the table's key) or "overwrite". Each write task stages
+    "upsert" (by the table's key), "overwrite" or "delete" (the rows with
+    the dataset's keys go; it needs only the key columns). Each write task stages
     its blocks; the commit lands only when every task succeeded. `key`
     names the key of a new table."""
     sink = TableDatasink(repo, table, mode, key, message, branch)

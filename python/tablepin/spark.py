@@ -27,7 +27,8 @@ A write stages each task's rows as data files (`Repo.stage`) and the
 driver commits every task's files as one version when all tasks succeeded
 (`Repo.commit_staged`); a failed or killed job leaves no version, only
 files `gc` removes. Spark's `mode("overwrite")` overwrites the table;
-otherwise option `mode` is "append" (the default) or "upsert".
+otherwise option `mode` is "append" (the default), "upsert" or "delete"
+(the rows with the DataFrame's keys go).
 
 Requires the `spark` extra (`pip install 'tablepin[spark]'`) and Java 17.
 """
@@ -159,9 +160,13 @@ class _Writer(DataSourceArrowWriter):
         self.location = _option(options, "repo")
         self.table = _option(options, "table")
         mode = "overwrite" if overwrite else options.get("mode", "append")
-        if mode not in ("append", "upsert", "overwrite"):
-            raise BadInput(f"option 'mode' is 'append' or 'upsert' (or Spark's mode(\"overwrite\")), not '{mode}'")
+        if mode not in ("append", "upsert", "overwrite", "delete"):
+            raise BadInput(
+                f"option 'mode' is 'append', 'upsert' or 'delete' (or Spark's mode(\"overwrite\")), not '{mode}'"
+            )
         self.mode = mode
+        # A delete stages the rows' keys; the other modes stage rows.
+        self.stage_mode = "delete" if mode == "delete" else "append"
         key = options.get("key")
         self.key = [k.strip() for k in key.split(",")] if key else None
         self.message = options.get("message", "")
@@ -174,10 +179,10 @@ class _Writer(DataSourceArrowWriter):
         for batch in iterator:
             held.append(batch)
             if sum(b.num_rows for b in held) >= _STAGE_ROWS:
-                staged.append(repo.stage(self.table, _pa.Table.from_batches(held), self.key, self.branch))
+                staged.append(repo.stage(self.table, _pa.Table.from_batches(held), self.key, self.branch, self.stage_mode))
                 held = []
         if any(b.num_rows for b in held):
-            staged.append(repo.stage(self.table, _pa.Table.from_batches(held), self.key, self.branch))
+            staged.append(repo.stage(self.table, _pa.Table.from_batches(held), self.key, self.branch, self.stage_mode))
         return _Staged(staged)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

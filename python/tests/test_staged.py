@@ -67,3 +67,25 @@ def test_staged_files_gc_removed_raise_not_found_and_land_nothing(tmp_path):
         repo.commit_staged("t", ["{}"])
     with pytest.raises(tablepin.BadInput, match="a list of the descriptions"):
         repo.commit_staged("t", staged[0])
+
+
+def _stage_keys(location, lo, hi):
+    """A worker: stages the keys of the rows to delete."""
+    return tablepin.Repo(location).stage("t", pa.table({"id": list(range(lo, hi))}), mode="delete")
+
+
+def test_workers_stage_keys_and_one_delete_removes_their_rows(tmp_path):
+    repo = tablepin.Repo.init(str(tmp_path))
+    repo.commit("t", rows(0, 1000), key="id")
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=spawn) as pool:
+        staged = list(pool.map(_stage_keys, [str(tmp_path)] * 2, [100, 800], [200, 1100]))
+    v = repo.commit_staged("t", staged, mode="delete")
+    assert (v.change.rows_deleted, v.rows) == (300, 700)
+    expected = pa.concat_tables([rows(0, 100), rows(200, 800)])
+    assert v.content_hash == tablepin.content_hash(expected)
+    again = repo.commit_staged("t", staged, mode="delete")
+    assert again.empty and len(repo.log()) == 2
+    # Rows staged to be added are not keys to delete.
+    with pytest.raises(tablepin.BadInput, match="a delete takes the keys"):
+        repo.commit_staged("t", [repo.stage("t", rows(5000, 5001))], mode="delete")

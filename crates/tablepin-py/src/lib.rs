@@ -660,8 +660,9 @@ impl PyRepo {
     }
 
     /// Writes rows (an Arrow C stream) as data files of `table` for a
-    /// commit by another process; their description (JSON).
-    #[pyo3(signature = (table, data, *, key=None, branch=None))]
+    /// commit by another process; their description (JSON). In "delete"
+    /// mode the rows' keys are staged, for a delete commit.
+    #[pyo3(signature = (table, data, *, key=None, branch=None, mode="append"))]
     fn stage(
         &self,
         py: Python<'_>,
@@ -669,8 +670,10 @@ impl PyRepo {
         data: PyArrowType<ArrowArrayStreamReader>,
         key: Option<Vec<String>>,
         branch: Option<String>,
+        mode: &str,
     ) -> PyResult<String> {
         let opts = CommitOptions {
+            mode: self::mode(mode)?,
             key,
             branch: branch.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
             ..Default::default()

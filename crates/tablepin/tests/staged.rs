@@ -290,3 +290,62 @@ async fn staged_rows_take_the_table_schema_or_are_refused() {
     assert!(matches!(err, Error::Staged { .. }), "{err}");
     assert!(StagedFiles::from_json("{}").is_err());
 }
+
+/// Keys only, as a worker that knows which rows go sends them.
+fn keys(ids: std::ops::Range<i64>) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![(
+        "id",
+        Arc::new(Int64Array::from_iter_values(ids)) as ArrayRef,
+    )])
+    .unwrap()
+}
+
+#[tokio::test]
+async fn staged_keys_delete_as_the_same_keys_given_as_rows_do() {
+    let base = rows(0..1000, 0);
+    let (_da, a) = repo().await;
+    let (_db, b) = repo().await;
+    for r in [&a, &b] {
+        let first = opts(Mode::Overwrite, true);
+        r.commit("t", base.schema(), vec![base.clone()], &first)
+            .await
+            .unwrap();
+    }
+    // Three workers' keys; 2000.. are keys the table does not have.
+    let parts = [keys(100..300), keys(900..1000), keys(2000..2010)];
+    let del = opts(Mode::Delete, false);
+    let staged = stage(&a, &del, &parts).await;
+    assert!(staged.iter().all(|s| s.schema.fields().len() == 1));
+    let s = a
+        .transaction("t", &del)
+        .commit(Input::Staged(staged.clone()))
+        .await
+        .unwrap();
+    let all = arrow::compute::concat_batches(&parts[0].schema(), &parts).unwrap();
+    let r = b.commit("t", all.schema(), vec![all], &del).await.unwrap();
+    assert_eq!(counts(&s), (0, 0, 300));
+    assert_eq!(counts(&s), counts(&r));
+    assert_eq!(s.content_hash, r.content_hash);
+    assert_eq!(s.rows, 700);
+    // Committed again: nothing is left to delete, and nothing lands.
+    let again = a
+        .transaction("t", &del)
+        .commit(Input::Staged(staged))
+        .await
+        .unwrap();
+    assert!(again.empty, "a second delete of the same keys landed");
+    assert_eq!(a.log("main").await.unwrap().len(), 2);
+    verified(&a).await;
+    // Keys of another type than the table's key: named when staging.
+    let text = RecordBatch::try_from_iter(vec![(
+        "id",
+        Arc::new(StringArray::from(vec!["x"])) as ArrayRef,
+    )])
+    .unwrap();
+    let err = a
+        .transaction("t", &del)
+        .stage(text.schema(), vec![text])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SchemaChange { .. }), "{err}");
+}

@@ -549,19 +549,28 @@ impl Transaction<'_> {
     /// at the branch head when it has one (as a commit would conform
     /// them) and are sorted by its key, which must be unique among them.
     /// The files are stored put-if-absent and referenced by no version
-    /// until the commit: a job that dies before it leaves them to gc.
+    /// until the commit: a job that dies before it leaves them to gc. In
+    /// delete mode the rows need only the key columns: the keys are
+    /// staged, and a delete commit of them removes the rows with those
+    /// keys.
     pub async fn stage(&self, schema: SchemaRef, batches: Vec<RecordBatch>) -> Result<StagedFiles> {
         let (schema, batches) = prepare_input(&self.table, &schema, batches, &self.opts)?;
         let head = self.head().await?;
         let (_, _, parent) = self.repo.parent_of(&head, &self.table, &self.opts).await?;
-        let (staged, blobs) = table::staged::stage(
-            &self.table,
-            parent.as_ref(),
-            &schema,
-            batches,
-            &self.opts.key,
-            &self.repo.config.write,
-        )?;
+        let settings = &self.repo.config.write;
+        let (staged, blobs) = match self.opts.mode {
+            Mode::Delete => {
+                table::staged::stage_keys(&self.table, parent.as_ref(), &schema, batches, settings)?
+            }
+            _ => table::staged::stage(
+                &self.table,
+                parent.as_ref(),
+                &schema,
+                batches,
+                &self.opts.key,
+                settings,
+            )?,
+        };
         futures::future::try_join_all(blobs.into_iter().map(|b| self.repo.store.put_blob(b)))
             .await?;
         Ok(staged)
@@ -737,6 +746,7 @@ impl Repo {
             staged,
             opts.mode,
             &opts.key,
+            &self.config.write,
         )
         .await
         .map_err(|e| named(e, parent_id, table))?;

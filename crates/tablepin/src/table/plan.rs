@@ -1508,22 +1508,21 @@ async fn compact(
     Ok(rewritten)
 }
 
-/// `--mode delete`: remove the rows whose keys the input lists.
-async fn plan_delete(
-    store: &Store,
+/// The key columns of `input` in the types `schema` (the table's) gives
+/// them, where they fit without changing a value: the keys a delete
+/// looks up, and their schema.
+pub(crate) fn conform_keys(
     table: &str,
-    par: &TableSnapshot,
+    schema: &SchemaRef,
     input: &RecordBatch,
     key: &[String],
-    settings: &WriteSettings,
-) -> Result<Staged> {
-    let schema = schema_of(par);
-    let key_idx = keys::key_indices(table, &schema, key)?;
+) -> Result<(RecordBatch, SchemaRef)> {
+    let key_idx = keys::key_indices(table, schema, key)?;
     let in_idx = keys::key_indices(table, &input.schema(), key)?;
     let in_keys = input
         .project(&in_idx)
         .map_err(Error::arrow("reading keys"))?;
-    let kschema = keys::key_schema(&schema, &key_idx);
+    let kschema = keys::key_schema(schema, &key_idx);
     for (f_in, f_t) in in_keys.schema().fields().iter().zip(kschema.fields()) {
         if !matches!(
             types::fit(f_t.data_type(), f_in.data_type()),
@@ -1545,6 +1544,21 @@ async fn plan_delete(
         path: table.to_string(),
         message,
     })?;
+    Ok((in_keys, kschema))
+}
+
+/// `--mode delete`: remove the rows whose keys the input lists.
+pub(crate) async fn plan_delete(
+    store: &Store,
+    table: &str,
+    par: &TableSnapshot,
+    input: &RecordBatch,
+    key: &[String],
+    settings: &WriteSettings,
+) -> Result<Staged> {
+    let schema = schema_of(par);
+    let key_idx = keys::key_indices(table, &schema, key)?;
+    let (in_keys, kschema) = conform_keys(table, &schema, input, key)?;
     let kcodec = KeyCodec::new(&kschema, (0..key_idx.len()).collect())?;
     let order = keys::validate_and_order(table, &in_keys, &kcodec)?;
     let sorted = SortedBounds::new(&in_keys, &(0..key_idx.len()).collect::<Vec<_>>(), &order);

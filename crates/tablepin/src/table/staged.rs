@@ -161,15 +161,47 @@ pub(crate) fn stage(
         });
     }
     let input = plan::conform_input(table, &input, &schema)?;
+    written(table, &input, key, settings)
+}
+
+/// A worker's keys of rows to delete ([`Mode::Delete`]) as data files of
+/// their own: the key columns only, in the table's types, sorted and
+/// unique. Only a delete commits them (the parent's rows with those keys
+/// go; the files join no version).
+pub(crate) fn stage_keys(
+    table: &str,
+    parent: Option<&TableSnapshot>,
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    settings: &WriteSettings,
+) -> Result<(StagedFiles, Vec<Bytes>)> {
+    let Some(par) = parent else {
+        return Err(Error::InvalidArgument(format!(
+            "table '{table}' does not exist yet, so there is nothing to delete"
+        )));
+    };
+    let key = plan::table_key(table, parent, &None, Mode::Delete)?;
+    let input = concat_batches(schema, &batches).map_err(Error::arrow("reading the input"))?;
+    let (keys, _) = plan::conform_keys(table, &super::schema_of(par), &input, &key)?;
+    written(table, &keys, key, settings)
+}
+
+/// `rows` (in the columns they will be committed with) sorted by `key`,
+/// checked unique, written as data files and described.
+fn written(
+    table: &str,
+    rows: &RecordBatch,
+    key: Vec<String>,
+    settings: &WriteSettings,
+) -> Result<(StagedFiles, Vec<Bytes>)> {
+    let schema = rows.schema();
     let key_idx = keys::key_indices(table, &schema, &key)?;
     let order: Vec<u32> = match key_idx.is_empty() {
-        true => (0..input.num_rows() as u32).collect(),
-        false => {
-            keys::validate_and_order(table, &input, &KeyCodec::new(&schema, key_idx.clone())?)?
-        }
+        true => (0..rows.num_rows() as u32).collect(),
+        false => keys::validate_and_order(table, rows, &KeyCodec::new(&schema, key_idx.clone())?)?,
     };
-    let hashes = hash_rows(&input)?;
-    let (mut files, blobs) = plan::write_files(&input, &order, &key_idx, settings)?;
+    let hashes = hash_rows(rows)?;
+    let (mut files, blobs) = plan::write_files(rows, &order, &key_idx, settings)?;
     for (f, chunk) in files.iter_mut().zip(plan::file_chunks(&order, settings)) {
         f.hash_sum = chunk.iter().map(|i| hashes[*i as usize]).collect();
     }
@@ -192,16 +224,20 @@ pub(crate) async fn plan(
     s: &StagedFiles,
     mode: Mode,
     given: &Option<Vec<String>>,
+    settings: &WriteSettings,
 ) -> Result<Staged> {
     let refuse = |detail: String| Error::Staged {
         table: table.to_string(),
         detail,
     };
-    if matches!(mode, Mode::Delete | Mode::Compact) {
-        return Err(refuse(format!(
-            "cannot be committed in {} mode, which takes keys rather than files; commit the keys as rows",
-            mode.name()
-        )));
+    match mode {
+        Mode::Compact => {
+            return Err(refuse(
+                "cannot be committed in compact mode, which takes no input".into(),
+            ))
+        }
+        Mode::Delete => return plan_delete(store, table, parent, s, settings).await,
+        _ => {}
     }
     if given.as_ref().is_some_and(|k| *k != s.key) {
         return Err(refuse(format!(
@@ -261,6 +297,35 @@ pub(crate) async fn plan(
         };
     }
     plan_keyed(store, table, parent, s, mode, &key).await
+}
+
+/// [`plan`] of staged keys ([`stage_keys`]) in delete mode: the parent's
+/// rows with those keys go, as a delete of the same keys given as rows.
+/// Committed again, they find nothing to delete, and nothing lands.
+async fn plan_delete(
+    store: &Store,
+    table: &str,
+    parent: Option<&TableSnapshot>,
+    s: &StagedFiles,
+    settings: &WriteSettings,
+) -> Result<Staged> {
+    let Some(par) = parent else {
+        return Err(Error::InvalidArgument(format!(
+            "table '{table}' does not exist yet, so there is nothing to delete"
+        )));
+    };
+    let key = plan::table_key(table, parent, &None, Mode::Delete)?;
+    let schema = super::schema_of(par);
+    let kschema = keys::key_schema(&schema, &keys::key_indices(table, &schema, &key)?);
+    if s.key != key || s.schema.fields() != kschema.fields() {
+        return Err(Error::Staged {
+            table: table.to_string(),
+            detail: "hold rows, and a delete takes the keys of the rows to delete; stage the keys in delete mode".into(),
+        });
+    }
+    check_stored(store, table, s).await?;
+    let doomed = staged_keys(store, s, &kschema).await?;
+    plan::plan_delete(store, table, par, &doomed, &key, settings).await
 }
 
 /// [`plan`] for a keyed table.
