@@ -9,10 +9,11 @@
 Each read is materialized (every block computed and counted) on a local
 Ray cluster of 2 CPUs, alternating, the median of each:
 
-    TABLEPIN_BIN=target/release/tablepin python python/bench/ray_bench.py [--runs 5]
+    TABLEPIN_BIN=target/release/tablepin python python/bench/ray_bench.py [--runs 9]
 
 The target (issue 44) is tablepin's read at least half as fast as
-read_parquet's: the ratio printed at most 2.
+read_parquet's (the issue asks for the median of 5; the project's
+rule is 9): the ratio printed at most 2.
 """
 
 import argparse
@@ -32,7 +33,7 @@ import tablepin.ray
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=9)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         run = lambda *a: subprocess.run([BIN, *a], cwd=d, check=True, capture_output=True)
