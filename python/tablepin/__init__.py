@@ -45,11 +45,13 @@ from ._types import (
     Erasure,
     GcReport,
     LogEntry,
+    Merged,
     Ref,
     Replaced,
     Restored,
     DeltaView,
     TableDiff,
+    TableMerge,
     TableInfo,
     TableState,
     Version,
@@ -64,7 +66,7 @@ __all__ = [
     "Error", "BadInput", "NotFound", "Conflict", "Damaged", "StorageError", "InternalError",
     "Version", "Change", "LogEntry", "TableState", "VersionInfo", "TableInfo", "Column",
     "Ref", "Replaced", "Erasure", "TableDiff", "Restored", "DeltaView", "VerifyReport", "ErasedCheck", "GcReport", "EraseReport",
-    "AuditRecord", "AuditVersion", "AuditMovedRef", "DataFile", "Part", "Split",
+    "AuditRecord", "AuditVersion", "AuditMovedRef", "DataFile", "Part", "Split", "Merged", "TableMerge",
 ]
 
 
@@ -526,6 +528,42 @@ class Repo:
         """A new version on `branch` whose tables (or `table` only) are those
         of `rev`; no data is copied."""
         return Restored._from(_json.loads(self._repo.restore(rev, table, message, branch)))
+
+    def merge(
+        self,
+        source: str,
+        into: str = "main",
+        strategy: str | None = None,
+        tables: dict[str, str] | None = None,
+        resolved: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> Merged:
+        """Merges `source` (a branch or any revision) into the branch `into`:
+        a three-way merge by key from their nearest common ancestor (a
+        fast-forward when `into` is behind). Keys both sides changed
+        differently are conflicts: with no `strategy` ("ours" or "theirs",
+        or per table in `tables`) and no `resolved` rows for the table (the
+        rows each conflicting key should have), the result lists them in
+        `conflicts` (pyarrow Tables) and the branch is untouched."""
+        return self._merge(source, into, strategy, tables, resolved, message, False)
+
+    def revert(
+        self,
+        rev: str,
+        branch: str = "main",
+        strategy: str | None = None,
+        tables: dict[str, str] | None = None,
+        resolved: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> Merged:
+        """A new version on `branch` that undoes the version `rev` (later
+        changes stay); conflicts as `merge` reports them."""
+        return self._merge(rev, branch, strategy, tables, resolved, message, True)
+
+    def _merge(self, source, into, strategy, tables, resolved, message, revert) -> Merged:
+        streams = {t: _arrow_stream(d) for t, d in (resolved or {}).items()}
+        meta, conflicts = self._repo.merge(source, into, strategy, tables, streams, message, revert)
+        return Merged._from(_json.loads(meta), {t: r.read_all() for t, r in conflicts})
 
     def export_delta(
         self,

@@ -90,6 +90,16 @@ class _Repo:
     def restore(
         self, rev: str, table: str | None = None, message: str | None = None, branch: str | None = None
     ) -> str: ...
+    def merge(
+        self,
+        source: str,
+        into: str | None = None,
+        strategy: str | None = None,
+        tables: dict[str, str] | None = None,
+        resolved: dict[str, Any] | None = None,
+        message: str | None = None,
+        revert: bool = False,
+    ) -> tuple[str, list[tuple[str, pa.RecordBatchReader]]]: ...
     def export_delta(
         self, rev: str, table: str, path: str, history: bool = False, deletion_vectors: bool = True
     ) -> str: ...

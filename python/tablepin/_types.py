@@ -358,6 +358,57 @@ class Restored:
 
 
 @dataclass(frozen=True)
+class TableMerge:
+    """What a merge did to one table either side changed."""
+
+    table: str
+    how: str
+    """"theirs" (taken as the merged side has it), "merged", "dropped" or
+    "conflicts"."""
+    rows: int | None
+    content_hash: str | None
+    change: Change
+    conflicts: int
+    """Keys both sides changed differently."""
+    same: int
+    """Keys both sides changed alike (taken once)."""
+
+    @classmethod
+    def _from(cls, d: dict[str, Any]) -> TableMerge:
+        return cls(
+            d["table"], d["how"], d.get("rows"), d.get("content_hash"), Change._from(d["change"]),
+            d["conflicts"], d["same"],
+        )
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What `Repo.merge` or `Repo.revert` did. `outcome` is "merged",
+    "fast-forward", "up-to-date" or "conflicts" (the branch is untouched;
+    `conflicts` holds, by table, a pyarrow.Table with one row per key: the
+    key, `conflict`, `columns`, then base_C, ours_C and theirs_C for each
+    other column C)."""
+
+    source: str
+    into: str
+    base: str | None
+    ours: str
+    theirs: str
+    outcome: str
+    version: str | None
+    """The branch's new head; None when up to date or in conflict."""
+    tables: dict[str, TableMerge]
+    conflicts: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def _from(cls, d: dict[str, Any], conflicts: dict[str, Any]) -> Merged:
+        return cls(
+            d["source"], d["into"], d.get("base"), d["ours"], d["theirs"], d["outcome"],
+            d.get("version"), {t["table"]: TableMerge._from(t) for t in d["tables"]}, conflicts,
+        )
+
+
+@dataclass(frozen=True)
 class AuditVersion:
     """A version an erasure replaced, and its replacement."""
 

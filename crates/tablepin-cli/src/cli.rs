@@ -94,6 +94,24 @@ pub enum Command {
     /// restoring a tag a model trained on gives a head with that tag's
     /// content hash.
     Restore(RestoreArgs),
+    /// Bring a branch's (or any revision's) changes into a branch: a
+    /// three-way merge by key from their nearest common ancestor.
+    ///
+    /// A row only one side changed takes that change; the same change on
+    /// both sides is taken once; a key the two sides changed differently
+    /// (or one deleted and the other changed) is a conflict. Conflicts
+    /// leave the branch untouched and are listed with the base, ours and
+    /// theirs values: settle them with --ours or --theirs (for every table,
+    /// or --theirs=TABLE for one), or write them out with -o, fix them, and
+    /// merge again with --resolved FILE. Unkeyed tables merge as multisets
+    /// of rows. When the branch is behind SOURCE, it moves to SOURCE (a
+    /// fast-forward) and nothing is written. The merge version has two
+    /// parents, the branch's head first; a merge reads only the rows that
+    /// changed on either side since the base.
+    Merge(MergeArgs),
+    /// Make a new version that undoes a version's changes on a branch's
+    /// head (later changes stay), conflicts handled as merge handles them.
+    Revert(RevertArgs),
     /// Check every blob, ref and version, and recompute every content hash.
     Verify(VerifyArgs),
     /// Write a table's live rows again as full files in key order, without
@@ -252,6 +270,10 @@ pub struct LogArgs {
     /// Show only the versions that changed this table.
     #[arg(long, value_name = "TABLE")]
     pub table: Option<String>,
+    /// Follow every parent of a merge, not only the first, and draw the
+    /// branches' lanes beside the versions.
+    #[arg(long)]
+    pub graph: bool,
 }
 
 #[derive(Debug, Args)]
@@ -397,6 +419,60 @@ pub struct RestoreArgs {
     /// How long to keep retrying while other writers commit to the branch.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub retry_for: humantime::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct SettleArgs {
+    /// Settle conflicts for the branch's side: every table's, or
+    /// --ours=TABLE for one (repeatable).
+    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "TABLE", action = clap::ArgAction::Append)]
+    pub ours: Option<Vec<String>>,
+    /// Settle conflicts for the merged side: every table's, or
+    /// --theirs=TABLE for one (repeatable).
+    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "TABLE", action = clap::ArgAction::Append)]
+    pub theirs: Option<Vec<String>>,
+    /// Write the conflicts to this file (.parquet, .csv, .arrow): one row
+    /// per key, with `conflict`, `columns`, then base_C, ours_C and
+    /// theirs_C for each column C. With several tables in conflict, name
+    /// one with --table.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+    /// The table -o writes the conflicts of.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// The rows the conflicting keys should have (the table's columns, one
+    /// row per conflicting key), as [TABLE=]FILE (repeatable; TABLE= may be
+    /// left out when one table conflicts).
+    #[arg(long, value_name = "[TABLE=]FILE")]
+    pub resolved: Vec<String>,
+    /// The commit message.
+    #[arg(short, long)]
+    pub message: Option<String>,
+    /// How long to keep retrying while other writers commit to the branch.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub retry_for: humantime::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The branch (or any revision) whose changes come in.
+    pub source: String,
+    /// The branch that gets them.
+    #[arg(long, default_value = "main", value_name = "BRANCH")]
+    pub into: String,
+    #[command(flatten)]
+    pub settle: SettleArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RevertArgs {
+    /// The version whose changes are undone.
+    pub rev: String,
+    /// The branch that gets the new version.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    #[command(flatten)]
+    pub settle: SettleArgs,
 }
 
 #[derive(Debug, Args)]

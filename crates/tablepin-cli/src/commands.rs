@@ -171,6 +171,8 @@ async fn on_repo(repo: &Repo, command: Command, json_out: bool) -> Result<ExitCo
         Command::Diff(a) => crate::compare::diff(repo, a, json_out).await,
         Command::Sql(a) => crate::compare::sql(repo, a, json_out).await,
         Command::Restore(a) => crate::compare::restore(repo, a, json_out).await,
+        Command::Merge(a) => crate::merge::merge(repo, a, json_out).await,
+        Command::Revert(a) => crate::merge::revert(repo, a, json_out).await,
         Command::Verify(a) => verify(repo, a, json_out).await,
         Command::Compact(a) => compact(repo, a, json_out).await,
         Command::Gc(a) => crate::admin::gc(repo, a, json_out).await,
@@ -552,60 +554,77 @@ async fn log(repo: &Repo, a: LogArgs, json_out: bool) -> Result<ExitCode> {
     let opts = tablepin::LogOptions {
         max: a.max_count,
         table: a.table,
+        all_parents: a.graph,
     };
     let entries = repo.log_with(&branch, &opts).await?;
     if json_out {
         output::json(&entries)?;
         return Ok(ExitCode::SUCCESS);
     }
-    for e in &entries {
-        let rows: u64 = e.tables.values().map(|t| t.0).sum();
-        if e.expired {
-            outln!(
-                "{} {} (expired) {:?} rows={} content={}",
-                e.id.short(12),
-                time(e.time_ms),
-                e.message,
-                rows,
-                e.tables
-                    .values()
-                    .next()
-                    .map(|t| t.1.short(16))
-                    .unwrap_or_default()
-            );
-            continue;
+    let drawn = match a.graph {
+        true => {
+            let v: Vec<_> = entries.iter().map(|e| (e.id, e.parents.clone())).collect();
+            crate::graph::draw(&v)
         }
-        // Which table changed, and by how much.
-        let changes = e
-            .changes
-            .iter()
-            .map(|(table, c)| {
-                format!(
-                    "{table} +{} ~{} -{} new={} checks={}",
-                    c.rows_added,
-                    c.rows_changed,
-                    c.rows_deleted,
-                    size(c.bytes_new),
-                    fired(&c.checks)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        let replaced = e
-            .replaces
-            .map(|r| format!(" (replaces {})", r.short(12)))
-            .unwrap_or_default();
-        outln!(
-            "{} {} {:?} rows={} {}{}",
+        false => Vec::new(),
+    };
+    for (i, e) in entries.iter().enumerate() {
+        let g = drawn.get(i);
+        let lane = g.map(|g| format!("{} ", g.line)).unwrap_or_default();
+        outln!("{lane}{}", log_line(e));
+        for line in g.map(|g| g.after.as_slice()).unwrap_or_default() {
+            outln!("{line}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One version's line of `log`.
+fn log_line(e: &tablepin::LogEntry) -> String {
+    let rows: u64 = e.tables.values().map(|t| t.0).sum();
+    if e.expired {
+        return format!(
+            "{} {} (expired) {:?} rows={} content={}",
             e.id.short(12),
             time(e.time_ms),
             e.message,
             rows,
-            changes,
-            replaced
+            e.tables
+                .values()
+                .next()
+                .map(|t| t.1.short(16))
+                .unwrap_or_default()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    // Which table changed, and by how much.
+    let changes = e
+        .changes
+        .iter()
+        .map(|(table, c)| {
+            format!(
+                "{table} +{} ~{} -{} new={} checks={}",
+                c.rows_added,
+                c.rows_changed,
+                c.rows_deleted,
+                size(c.bytes_new),
+                fired(&c.checks)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let replaced = e
+        .replaces
+        .map(|r| format!(" (replaces {})", r.short(12)))
+        .unwrap_or_default();
+    format!(
+        "{} {} {:?} rows={} {}{}",
+        e.id.short(12),
+        time(e.time_ms),
+        e.message,
+        rows,
+        changes,
+        replaced
+    )
 }
 
 /// A data file as `show --json` gives it: every field present, `null`
@@ -708,15 +727,7 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
             s.key.join(","),
             s.content_hash
         );
-        outln!(
-            "  columns: {}",
-            s.schema
-                .fields()
-                .iter()
-                .map(|f| format!("{} {}", f.name(), f.data_type()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        outln!("  columns: {}", tablepin::table::columns_line(&s.schema));
         outln!("  {} data files, {}", s.files.len(), size(bytes));
         for f in &s.files {
             let dv = f

@@ -143,6 +143,7 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
         output::json(&r)?;
     } else {
         let w = &r["weekly_commit"];
+        let m = &r["merge"];
         let h = &r["read_head"];
         let v = &r["verify"];
         outln!(
@@ -158,6 +159,12 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
             w["ratio"].as_f64().unwrap_or(0.0),
             size(w["bytes_new_median"].as_f64().unwrap_or(0.0) as u64),
             100.0 * w["bytes_share"].as_f64().unwrap_or(0.0)
+        );
+        outln!(
+            "merge (1,000 changed rows on each side): {:.1} ms vs a weekly commit on the same table {:.1} ms: ratio {:.2} (target <= 2)",
+            m["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            m["weekly_commit_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            m["ratio"].as_f64().unwrap_or(0.0)
         );
         if let Some(cpu) = w["cpu_ratio"].as_f64() {
             outln!(

@@ -23,8 +23,10 @@ mod admin;
 mod cli;
 mod commands;
 mod compare;
+mod graph;
 #[cfg(feature = "lab")]
 mod lab;
+mod merge;
 
 use std::process::ExitCode;
 

@@ -210,6 +210,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
 
     let query = query_bench(&repo, &plain, opts.repeat.max(1)).await?;
     let overwrite = overwrite_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
+    let merge = merge_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
 
     // verify.
     let vr = repo.verify(&tablepin::NoProgress).await?;
@@ -249,6 +250,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
         },
         "query": query,
         "overwrite": overwrite,
+        "merge": merge,
         "verify": {
             "mb_per_s": vr.mb_per_s, "seconds": vr.seconds, "bytes": vr.bytes, "blobs": vr.blobs,
             "rows_hashed": vr.rows_hashed, "repository_bytes": stored,
@@ -258,6 +260,83 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
         out["lab_gc_erase"] = lab_gc_erase(data, dir.path()).await?;
     }
     Ok(out)
+}
+
+/// A merge of a branch with 1,000 changed rows into main with 1,000 other
+/// changed rows, against a weekly commit on the same table, interleaved (a
+/// repository of its own, the base committed once). Each round branches
+/// from main's head, so the merge base is one version back on each side.
+async fn merge_bench(
+    dir: &std::path::Path,
+    base: &RecordBatch,
+    settings: &WriteSettings,
+    repeat: usize,
+) -> Result<Value, LabError> {
+    let path = dir.join("merge");
+    let repo = Repo::init(&path.to_string_lossy(), settings.clone()).await?;
+    commit_base(&repo, base).await?;
+    let n = base.num_rows() as i64;
+    let upsert = |branch: &str, message: String| CommitOptions {
+        mode: Mode::Upsert,
+        branch: branch.into(),
+        message,
+        ..Default::default()
+    };
+    let (mut merge_s, mut weekly_s) = (Vec::new(), Vec::new());
+    let mut next_id = n;
+    for r in 0..repeat {
+        let side = format!("side-{r}");
+        repo.create_ref(tablepin::RefKind::Branch, &side, "main", "")
+            .await?;
+        for (branch, seed) in [
+            (side.as_str(), 7_000 + r as u64),
+            ("main", 8_000 + r as u64),
+        ] {
+            let ids = tablepin_datagen::pick_ids(n, 1_000, seed);
+            let rows = tablepin_datagen::with_returns(base, &ids, seed as i64);
+            repo.commit(
+                "sales",
+                rows.schema(),
+                vec![rows],
+                &upsert(branch, format!("{branch} {r}")),
+            )
+            .await?;
+        }
+        let t = Instant::now();
+        let m = repo
+            .merge(
+                &side,
+                &tablepin::MergeOptions {
+                    strategy: Some(tablepin::Strategy::Theirs),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        merge_s.push(t.elapsed().as_secs_f64());
+        if m.outcome != tablepin::MergeOutcome::Merged {
+            return Err(LabError::Other(format!("merge {r} ended {:?}", m.outcome)));
+        }
+        let (input, _) = weekly_input(base, r, next_id)?;
+        next_id += 10_000;
+        let t = Instant::now();
+        repo.commit(
+            "sales",
+            input.schema(),
+            vec![input],
+            &upsert("main", format!("week {r}")),
+        )
+        .await?;
+        weekly_s.push(t.elapsed().as_secs_f64());
+    }
+    drop(repo);
+    std::fs::remove_dir_all(&path).map_err(|e| LabError::Other(e.to_string()))?;
+    let (m, w) = (median(merge_s.clone()), median(weekly_s.clone()));
+    Ok(json!({
+        "changed_rows_each_side": 1_000,
+        "seconds_median": m, "weekly_commit_seconds_median": w,
+        "ratio": m / w, "target_ratio": 2.0,
+        "seconds": merge_s, "weekly_commit_seconds": weekly_s,
+    }))
 }
 
 /// Overwrites of the generated table (a repository of its own, the base

@@ -423,6 +423,20 @@ fn mode(name: &str) -> PyResult<Mode> {
     }
 }
 
+/// Rows handed to Python as an Arrow C stream.
+type RowStream = PyArrowType<Box<dyn RecordBatchReader + Send>>;
+
+/// The side that settles conflicts, by name.
+fn side(name: &str) -> PyResult<tablepin::Strategy> {
+    match name {
+        "ours" => Ok(tablepin::Strategy::Ours),
+        "theirs" => Ok(tablepin::Strategy::Theirs),
+        other => Err(Kind::BadInput.err(format!(
+            "a merge strategy is 'ours' or 'theirs', not '{other}'"
+        ))),
+    }
+}
+
 /// An open repository.
 #[pyclass(name = "_Repo", module = "tablepin._tablepin", frozen)]
 struct PyRepo {
@@ -747,6 +761,52 @@ impl PyRepo {
         json(&run(py, async move { repo.restore(&rev, &opts).await })?)
     }
 
+    /// Merges `source` into `into` (or, with `revert`, undoes the version
+    /// `source` on `into`): the result (JSON) and each table's conflicts
+    /// (a stream of rows, by table).
+    #[pyo3(signature = (source, into=None, strategy=None, tables=None, resolved=None, message=None, revert=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn merge(
+        &self,
+        py: Python<'_>,
+        source: String,
+        into: Option<String>,
+        strategy: Option<String>,
+        tables: Option<std::collections::BTreeMap<String, String>>,
+        resolved: Option<std::collections::BTreeMap<String, PyArrowType<ArrowArrayStreamReader>>>,
+        message: Option<String>,
+        revert: bool,
+    ) -> PyResult<(String, Vec<(String, RowStream)>)> {
+        let mut opts = tablepin::MergeOptions {
+            into: into.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
+            strategy: strategy.as_deref().map(side).transpose()?,
+            message,
+            ..Default::default()
+        };
+        for (t, s) in tables.unwrap_or_default() {
+            opts.table_strategy.insert(t, side(&s)?);
+        }
+        for (t, rows) in resolved.unwrap_or_default() {
+            opts.resolved.insert(t, collect(rows.0)?);
+        }
+        let repo = self.repo.clone();
+        let r = run(py, async move {
+            match revert {
+                true => repo.revert(&source, &opts).await,
+                false => repo.merge(&source, &opts).await,
+            }
+        })?;
+        let conflicts = r
+            .tables
+            .iter()
+            .filter_map(|t| {
+                let rows = t.conflict_rows.clone()?;
+                Some((t.table.clone(), stream(rows.schema(), vec![rows])))
+            })
+            .collect();
+        Ok((json(&r)?, conflicts))
+    }
+
     /// Writes a Delta Lake view of `table` at `rev` (or, with `history`,
     /// at each version along its first parents) into the new folder
     /// `path`; what was written (JSON).
@@ -781,7 +841,15 @@ impl PyRepo {
     ) -> PyResult<String> {
         let repo = self.repo.clone();
         json(&run(py, async move {
-            repo.log_with(&branch, &LogOptions { max, table }).await
+            repo.log_with(
+                &branch,
+                &LogOptions {
+                    max,
+                    table,
+                    all_parents: false,
+                },
+            )
+            .await
         })?)
     }
 

@@ -66,9 +66,9 @@ pub use error::{Error, ErrorKind, Result};
 pub use repo::{
     check_name, CommitInput, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff,
     EraseOptions, ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, Input, LogEntry,
-    LogOptions, NoProgress, Progress, RefInfo, Replaced, Repo, RepoConfig, RestoreOptions,
-    RestoreResult, TableDiff, TableRead, TableStream, Transaction, DEFAULT_BRANCH,
-    DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
+    LogOptions, MergeOptions, MergeOutcome, MergeResult, NoProgress, Progress, RefInfo, Replaced,
+    Repo, RepoConfig, RestoreOptions, RestoreResult, Strategy, TableDiff, TableMerge, TableRead,
+    TableStream, Transaction, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
 };
 pub use settings::Settings;
 pub use subject::Subject;

@@ -273,7 +273,7 @@ impl Repo {
     }
 
     /// What a restore changes in each table whose snapshot it replaces.
-    async fn restore_changes(
+    pub(crate) async fn restore_changes(
         &self,
         parent: Option<&VersionId>,
         current: &BTreeMap<String, ObjectId>,

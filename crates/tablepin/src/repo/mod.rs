@@ -5,6 +5,7 @@ mod diff;
 mod erase;
 mod gc;
 mod lease;
+mod merge;
 mod rev;
 mod streamed;
 mod transaction;
@@ -27,6 +28,7 @@ use tablepin_store::{Store, StoreError, StoreSettings, LOCAL_DIR};
 pub use diff::{Diff, RestoreOptions, RestoreResult, TableDiff};
 pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
 pub use gc::{GcPlan, GcPolicy, GcReport, TagFate, MIN_GRACE_MS};
+pub use merge::{MergeOptions, MergeOutcome, MergeResult, Strategy, TableMerge};
 pub use rev::{Replaced, ReplacedBy};
 pub use streamed::CommitInput;
 pub(crate) use transaction::{retry_pause, Planned, Retry};
@@ -64,6 +66,21 @@ pub(crate) fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) 
         .map(|(_, n)| n)
 }
 
+/// The parents a log walk follows.
+fn follow(parents: &[VersionId], all: bool) -> Vec<VersionId> {
+    match all {
+        true => parents.to_vec(),
+        false => parents.first().copied().into_iter().collect(),
+    }
+}
+
+/// Takes the newest of the versions a log walk has still to list (the
+/// first queued of equal times).
+fn pop_newest(frontier: &mut Vec<(i64, VersionId)>) -> Option<(i64, VersionId)> {
+    let at = (0..frontier.len()).rev().max_by_key(|&i| frontier[i].0)?;
+    Some(frontier.remove(at))
+}
+
 /// One line of `log`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LogEntry {
@@ -94,6 +111,9 @@ pub struct LogOptions {
     pub max: Option<usize>,
     /// Only versions that changed this table.
     pub table: Option<String>,
+    /// Follow every parent (a merge's second parent too), newest first,
+    /// a version always before its parents; default: first parents only.
+    pub all_parents: bool,
 }
 
 /// A ref as listed.
@@ -646,16 +666,20 @@ impl Repo {
         let mut out: Vec<LogEntry> = Vec::new();
         // (entry, version, table, snapshot) for the snapshots to read.
         let mut snapshots: Vec<(usize, VersionId, String, ObjectId)> = Vec::new();
-        let mut next = Some(head);
+        // Versions to list, newest first: (time, id), the newest popped
+        // first (with first parents only there is never more than one).
+        let mut frontier: Vec<(i64, VersionId)> = vec![(i64::MAX, head)];
+        let mut queued = std::collections::HashSet::from([head]);
         let wanted = |e: &LogEntry| {
             opts.table
                 .as_ref()
                 .is_none_or(|t| e.changes.contains_key(t))
         };
-        while let Some(id) = next {
+        while let Some((time, id)) = pop_newest(&mut frontier) {
             if out.len() >= opts.max.unwrap_or(usize::MAX) {
                 break;
             }
+            let next: Vec<VersionId>;
             match self.store.get_blob(&id.0).await {
                 Ok(bytes) => {
                     let v: Version = decode_manifest("version", &bytes)?;
@@ -665,7 +689,7 @@ impl Repo {
                     for (name, sid) in &v.tables {
                         snapshots.push((out.len(), id, name.clone(), *sid));
                     }
-                    next = v.parents.first().copied();
+                    next = follow(&v.parents, opts.all_parents);
                     let e = LogEntry {
                         id,
                         parents: v.parents,
@@ -685,7 +709,7 @@ impl Repo {
                 }
                 Err(StoreError::NotFound { .. }) => match self.tombstone(&id).await? {
                     Some(t) => {
-                        next = t.parents.first().copied();
+                        next = follow(&t.parents, opts.all_parents);
                         let e = LogEntry {
                             id,
                             parents: t.parents,
@@ -709,7 +733,7 @@ impl Repo {
                         match replaced.as_ref().and_then(|r| r.get(&id)) {
                             // An erasure replaced it: history goes on
                             // through its replacement.
-                            Some(new) => next = Some(*new),
+                            Some(new) => next = vec![*new],
                             None => {
                                 return Err(Error::version_record(
                                     id,
@@ -723,9 +747,28 @@ impl Repo {
                 },
                 Err(source) => return Err(Error::version_record(id, source)),
             }
+            for p in next {
+                if queued.insert(p) {
+                    let t = match opts.all_parents {
+                        true => self.version_time(&p).await?.unwrap_or(time),
+                        false => time,
+                    };
+                    frontier.push((t.min(time), p));
+                }
+            }
         }
         self.fill_log_tables(&mut out, snapshots).await?;
         Ok(out)
+    }
+
+    /// A version's commit time, from its record or its tombstone (`None`:
+    /// neither is stored).
+    async fn version_time(&self, id: &VersionId) -> Result<Option<i64>> {
+        match self.store.get_blob(&id.0).await {
+            Ok(bytes) => Ok(Some(decode_manifest::<Version>("version", &bytes)?.time_ms)),
+            Err(StoreError::NotFound { .. }) => Ok(self.tombstone(id).await?.map(|t| t.time_ms)),
+            Err(source) => Err(Error::version_record(*id, source)),
+        }
     }
 
     /// Fills each log entry's tables with their rows and content hash,

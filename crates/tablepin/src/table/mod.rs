@@ -21,6 +21,7 @@ pub(crate) mod plan;
 pub(crate) mod predicate;
 pub(crate) mod staged;
 pub(crate) mod stream;
+pub(crate) mod threeway;
 pub(crate) mod types;
 pub(crate) mod window;
 
@@ -74,6 +75,16 @@ impl ReadStats {
         self.deletion_vectors += usize::from(f.deletes.is_some());
         self.rows_in_files += f.rows;
     }
+}
+
+/// A schema's columns as one line: `name type, name type, …`.
+pub fn columns_line(schema: &arrow::datatypes::Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The Arrow schema of a snapshot.
@@ -248,7 +259,7 @@ pub(crate) fn take_rows(batches: Vec<RecordBatch>, limit: usize) -> Vec<RecordBa
 /// Every live row of a snapshot as batches of `schema` (a projection of
 /// the table's, holding its key when `ordered`): keyed tables merged in key
 /// order when `ordered`, file by file otherwise.
-async fn read_rows(
+pub(crate) async fn read_rows(
     store: &Store,
     snap: &TableSnapshot,
     schema: &SchemaRef,
