@@ -413,10 +413,15 @@ fn messages_say_each_thing_once_and_plainly() {
         2,
         "the following required arguments were not provided: --output <OUTPUT>, <REV>, <TABLE>;",
     );
-    for cmd in ["checkout", "merge"] {
+    for cmd in ["checkout", "rebase"] {
         let r = p.fails_unchanged(&[cmd], 2, &format!("'{cmd}' is not a tablepin command"));
         assert!(!r.stderr.contains("erase"), "{}", r.stderr);
     }
+    p.fails_unchanged(
+        &["merge"],
+        2,
+        "the following required arguments were not provided: <SOURCE>;",
+    );
     p.fails_unchanged(&["log", "--bogus"], 2, "--bogus");
 }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::Int64Type;
 use proptest::prelude::*;
 use tablepin::{
@@ -398,4 +398,98 @@ async fn a_revert_undoes_one_version_under_later_ones() {
         .await
         .unwrap();
     assert_eq!(m.outcome, MergeOutcome::Conflicts, "key 5 changed since");
+}
+
+fn with_note(rows: &[(i64, i64, Option<&str>)]) -> RecordBatch {
+    let ids = Int64Array::from_iter_values(rows.iter().map(|r| r.0));
+    let v = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
+    let note = StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>());
+    RecordBatch::try_from_iter_with_nullable(vec![
+        ("id", Arc::new(ids) as ArrayRef, false),
+        ("v", Arc::new(v) as ArrayRef, false),
+        ("note", Arc::new(note) as ArrayRef, true),
+    ])
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_column_added_on_one_side_merges_and_a_dropped_one_is_refused() {
+    let base: Vec<Row> = (0..6).map(|i| (i, Some(0))).collect();
+    let (repo, _) = branched(true, &base).await;
+    change(&repo, "main", vec![(1, Some(1))], vec![]).await;
+    // Theirs adds a column `note` with the rows of keys 2 and 3.
+    let b = with_note(&[(2, 0, Some("two")), (3, 5, Some("three"))]);
+    let o = opts("side", Mode::Upsert, true);
+    repo.commit("t", b.schema(), vec![b], &o).await.unwrap();
+    let m = repo.merge("side", &MergeOptions::default()).await.unwrap();
+    assert_eq!(m.outcome, MergeOutcome::Merged);
+    assert!(
+        m.tables[0].change.checks.schema,
+        "the schema check saw the new column"
+    );
+    let read = repo.read("main", "t", None).await.unwrap();
+    let all = arrow::compute::concat_batches(&read.schema, &read.batches).unwrap();
+    let names: Vec<&str> = read
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(names, ["id", "v", "note"]);
+    let mut got: Vec<(i64, i64, Option<String>)> = (0..all.num_rows())
+        .map(|i| {
+            let id = all.column(0).as_primitive::<Int64Type>().value(i);
+            let v = all.column(1).as_primitive::<Int64Type>().value(i);
+            let n = all.column(2).as_string::<i32>();
+            (id, v, n.is_valid(i).then(|| n.value(i).to_string()))
+        })
+        .collect();
+    got.sort();
+    let expected = [
+        (0, 0, None),
+        (1, 1, None),
+        (2, 0, Some("two")),
+        (3, 5, Some("three")),
+        (4, 0, None),
+        (5, 0, None),
+    ];
+    let expected: Vec<(i64, i64, Option<String>)> = expected
+        .iter()
+        .map(|(a, b, c)| (*a, *b, c.map(str::to_string)))
+        .collect();
+    assert_eq!(got, expected);
+    let snap = repo.snapshot(&m.version.unwrap(), "t").await.unwrap();
+    let rows: Vec<(i64, i64, Option<&str>)> = expected
+        .iter()
+        .map(|(a, b, c)| (*a, *b, c.as_deref()))
+        .collect();
+    assert_eq!(
+        snap.content_hash,
+        tablepin::content_hash([&with_note(&rows)]).unwrap()
+    );
+
+    // A side that drops a column both had cannot be merged by rows.
+    repo.create_ref(RefKind::Branch, "narrow", "main", "")
+        .await
+        .unwrap();
+    let b = batch(&[(0, Some(9)), (1, Some(1))]);
+    let o = CommitOptions {
+        allow_schema_change: true,
+        ..opts("narrow", Mode::Overwrite, true)
+    };
+    repo.commit("t", b.schema(), vec![b], &o).await.unwrap();
+    let b = with_note(&[(4, 4, None)]);
+    let o = opts("main", Mode::Upsert, true);
+    repo.commit("t", b.schema(), vec![b], &o).await.unwrap();
+    let head = repo.resolve("main").await.unwrap();
+    let e = repo
+        .merge("narrow", &MergeOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("not columns dropped or retyped"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--theirs=t"), "{e}");
+    assert_eq!(repo.resolve("main").await.unwrap(), head);
 }

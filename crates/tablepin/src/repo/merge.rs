@@ -430,9 +430,15 @@ impl Repo {
             (Some(bv), Some(b)) => self.load_snapshot(&bv, name, &b).await?,
             _ => empty_like(&os),
         };
-        check_mergeable(name, &bs, &os, &ts)?;
+        let schema = merged_schema(name, &bs, &os, &ts)?;
         let (staged, counts) = self
-            .merge_snapshots(name, &bs, &os, &ts, strategy, opts.resolved.get(name))
+            .merge_snapshots(
+                name,
+                &schema,
+                [&bs, &os, &ts],
+                strategy,
+                opts.resolved.get(name),
+            )
             .await
             .map_err(|e| super::named(e, Some(theirs), name))?;
         report.conflicts = counts.conflicts.len() as u64;
@@ -485,13 +491,22 @@ impl SideDiff {
 }
 
 impl Repo {
-    /// What `snap` changed since `base`.
-    async fn side_diff(&self, base: &TableSnapshot, snap: &TableSnapshot) -> Result<SideDiff> {
+    /// What `snap` changed since `base`, its rows in the merged columns
+    /// (`merged`).
+    async fn side_diff(
+        &self,
+        base: &TableSnapshot,
+        snap: &TableSnapshot,
+        merged: &SchemaRef,
+    ) -> Result<SideDiff> {
         let u = diff::unshared(&self.store, base, snap).await?;
         let schema = schema_of(snap);
-        let aligned = diff::align(&schema_of(base), &u.old, &schema, &u.new)?;
+        let mut aligned = diff::align(&schema_of(base), &u.old, &schema, &u.new)?;
         let key = key_at(&aligned.schema, &snap.key)?;
         let compared = diff::compare(&key, &aligned.old, &aligned.new)?;
+        aligned.old = widen(&aligned.old, merged)?;
+        aligned.new = widen(&aligned.new, merged)?;
+        aligned.schema = aligned.new.schema();
         Ok(SideDiff { aligned, compared })
     }
 
@@ -500,16 +515,16 @@ impl Repo {
     async fn merge_snapshots(
         &self,
         table: &str,
-        base: &TableSnapshot,
-        ours: &TableSnapshot,
-        theirs: &TableSnapshot,
+        schema: &SchemaRef,
+        [base, ours, theirs]: [&TableSnapshot; 3],
         strategy: Option<Strategy>,
         resolved: Option<&(SchemaRef, Vec<RecordBatch>)>,
     ) -> Result<(Option<Staged>, Found)> {
-        let (od, td) =
-            futures::try_join!(self.side_diff(base, ours), self.side_diff(base, theirs))?;
+        let (od, td) = futures::try_join!(
+            self.side_diff(base, ours, schema),
+            self.side_diff(base, theirs, schema)
+        )?;
         let (o, t) = (od.side(), td.side());
-        let schema = schema_of(ours);
         if ours.key.is_empty() {
             let (append, remove) = threeway::decide_unkeyed(&o, &t)?;
             let found = Found {
@@ -518,7 +533,7 @@ impl Repo {
                 rows: None,
             };
             let staged = self
-                .apply_unkeyed(table, ours, &schema, &td, &append, &remove)
+                .apply_unkeyed(table, ours, schema, &td, &append, &remove)
                 .await?;
             return Ok((Some(staged), found));
         }
@@ -543,12 +558,12 @@ impl Repo {
             let rows = concat_batches(rschema, rows).map_err(Error::arrow(format!(
                 "reading the resolution of table '{table}'"
             )))?;
-            let rows = plan::conform_input(table, &rows, &schema)?;
+            let rows = plan::conform_input(table, &rows, schema)?;
             let aligned = as_aligned(&td.aligned.schema, &rows)?;
             threeway::check_resolution(table, &key, &t, &d.conflicts, &aligned)?;
             upsert.push(rows);
         }
-        let (schema, upsert) = in_table(&schema, upsert)?;
+        let (schema, upsert) = in_table(schema, upsert)?;
         let deletes = pick(&td.aligned.old, &d.delete)?;
         let staged = self
             .apply_keyed(table, ours, &schema, &key, deletes, upsert)
@@ -585,7 +600,8 @@ impl Repo {
             now = s.plan.snapshot;
         }
         let (mut added, mut changed) = (0, 0);
-        if upsert.iter().any(|b| b.num_rows() > 0) {
+        let grows = schema.fields().len() > now.schema.fields().len();
+        if grows || upsert.iter().any(|b| b.num_rows() > 0) {
             let input = PlanInput {
                 table,
                 parent: Some(&now),
@@ -623,16 +639,19 @@ impl Repo {
         append: &[u32],
         remove: &[u32],
     ) -> Result<Staged> {
-        if append.is_empty() && remove.is_empty() {
+        let grows = schema.fields().len() > ours.schema.fields().len();
+        if append.is_empty() && remove.is_empty() && !grows {
             return Ok(Staged::new(Some(ours), ours.clone(), Vec::new(), (0, 0, 0)));
         }
         let added = pick(&theirs.aligned.new, append)?;
         let (mode, batches) = if remove.is_empty() {
             (Mode::Append, vec![added])
         } else {
-            let (all, _) = crate::table::read_rows(&self.store, ours, schema, false).await?;
-            let all = concat_batches(schema, &all)
+            let own = schema_of(ours);
+            let (all, _) = crate::table::read_rows(&self.store, ours, &own, false).await?;
+            let all = concat_batches(&own, &all)
                 .map_err(Error::arrow(format!("reading table '{table}' to merge")))?;
+            let all = widen(&all, schema)?;
             let gone = pick(&theirs.aligned.old, remove)?;
             let keep = pick(&all, &threeway::remaining(&all, &gone)?)?;
             (Mode::Overwrite, vec![keep, added])
@@ -781,31 +800,77 @@ fn changed_tables(three: &ThreeWay<'_>) -> Vec<String> {
         .collect()
 }
 
-/// Refuses to merge a table whose sides differ in columns or key. No I/O.
-fn check_mergeable(
+/// The schema of a table both sides changed, merged: ours' columns, then
+/// the columns only theirs added (nullable: ours' rows have no value
+/// there). Each side may add columns; dropping or retyping one of the
+/// base's, a column both added in different types, or another key is
+/// refused, naming the columns. No I/O.
+fn merged_schema(
     table: &str,
     base: &TableSnapshot,
     ours: &TableSnapshot,
     theirs: &TableSnapshot,
-) -> Result<()> {
+) -> Result<SchemaRef> {
+    let keep = format!("keep one side's table with --ours={table} or --theirs={table}");
     if ours.key != theirs.key || base.key != ours.key {
         return Err(Error::InvalidArgument(format!(
-            "table '{table}' cannot be merged: its key is ({}) on this branch and ({}) on the merged side; keep one side's table with --ours={table} or --theirs={table}",
+            "table '{table}' cannot be merged: its key is ({}) on this branch and ({}) on the merged side; {keep}",
             ours.key.join(", "),
             theirs.key.join(", ")
         )));
     }
     let cols = |s: &TableSnapshot| crate::table::columns_line(&s.schema);
-    let same = |a: &TableSnapshot, b: &TableSnapshot| cols(a) == cols(b);
-    if !same(ours, theirs) || !same(base, ours) {
-        return Err(Error::InvalidArgument(format!(
-            "table '{table}' cannot be merged: both sides changed its rows and its columns differ (base: {}; this branch: {}; merged side: {}); give both sides the same columns first, or keep one side's table with --ours={table} or --theirs={table}",
+    let refuse = || {
+        Error::InvalidArgument(format!(
+            "table '{table}' cannot be merged: both sides changed its rows and their columns do not fit together (base: {}; this branch: {}; merged side: {}): a merge takes columns added on either side, not columns dropped or retyped; give both sides the same columns first, or {keep}",
             cols(base),
             cols(ours),
             cols(theirs)
-        )));
+        ))
+    };
+    let same_type = |s: &Schema, f: &Field| {
+        s.field_with_name(f.name())
+            .is_ok_and(|g| g.data_type() == f.data_type())
+    };
+    for f in base.schema.fields() {
+        if !same_type(&ours.schema, f) || !same_type(&theirs.schema, f) {
+            return Err(refuse());
+        }
     }
-    Ok(())
+    let mut fields: Vec<Field> = ours
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    for f in theirs.schema.fields() {
+        match ours.schema.field_with_name(f.name()) {
+            Ok(_) if same_type(&ours.schema, f) => {}
+            Ok(_) => return Err(refuse()),
+            Err(_) => fields.push(f.as_ref().clone().with_nullable(true)),
+        }
+    }
+    Ok(Arc::new(Schema::new_with_metadata(
+        fields,
+        ours.schema.metadata().clone(),
+    )))
+}
+
+/// `b`'s rows with the columns of `to` (by name; a column `b` lacks is
+/// null), every column nullable as a diff's are. No I/O.
+fn widen(b: &RecordBatch, to: &SchemaRef) -> Result<RecordBatch> {
+    let fields: Vec<Field> = (to.fields().iter())
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    let columns = fields
+        .iter()
+        .map(|f| match b.schema().index_of(f.name()) {
+            Ok(i) => b.column(i).clone(),
+            Err(_) => arrow::array::new_null_array(f.data_type(), b.num_rows()),
+        })
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(Error::arrow("bringing a side's rows to the merged columns"))
 }
 
 /// The positions of `key`'s columns in `schema`.
