@@ -328,7 +328,7 @@ async fn a_resolution_missing_a_key_is_refused_and_changes_nothing() {
     o.resolved.insert("t".into(), (b.schema(), vec![b]));
     let e = repo.merge("side", &o).await.unwrap_err();
     assert!(
-        e.to_string().contains("no row for conflicting key (2)"),
+        e.to_string().contains("no row for conflicting key (id=2)"),
         "{e}"
     );
     assert_eq!(repo.resolve("main").await.unwrap(), head);

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::table::diff::{self, Aligned, Compared};
 use crate::table::plan::{self, Mode, PlanInput, SchemaRules, Staged};
 use crate::table::schema_of;
-use crate::table::threeway::{self, ConflictAt, Settle, Side};
+use crate::table::threeway::{self, Settle, Side};
 use crate::table::window::empty_like;
 
 /// Which side a conflict is settled for.
@@ -441,7 +441,7 @@ impl Repo {
             )
             .await
             .map_err(|e| super::named(e, Some(theirs), name))?;
-        report.conflicts = counts.conflicts.len() as u64;
+        report.conflicts = counts.conflicts;
         report.same = counts.same;
         match staged {
             Some(s) => {
@@ -469,7 +469,7 @@ impl Repo {
 
 /// What a table's merge found besides its plan.
 struct Found {
-    conflicts: Vec<ConflictAt>,
+    conflicts: u64,
     same: u64,
     rows: Option<RecordBatch>,
 }
@@ -528,7 +528,7 @@ impl Repo {
         if ours.key.is_empty() {
             let (append, remove) = threeway::decide_unkeyed(&o, &t)?;
             let found = Found {
-                conflicts: Vec::new(),
+                conflicts: 0,
                 same: 0,
                 rows: None,
             };
@@ -545,7 +545,7 @@ impl Repo {
         };
         let d = threeway::decide(&key, &o, &t, settle)?;
         let mut found = Found {
-            conflicts: d.conflicts.clone(),
+            conflicts: d.conflicts.len() as u64,
             same: d.same,
             rows: None,
         };
@@ -683,11 +683,12 @@ impl Repo {
         result: &mut MergeResult,
     ) -> Result<Option<VersionId>> {
         let mut tables = ours.tables.clone();
+        // Ours' tables with only the taken ones replaced: what a restore of
+        // them would make, whose changes a restore computes.
+        let mut taken = ours.tables.clone();
         let mut changes = BTreeMap::new();
-        let mut taken = BTreeMap::new();
         let mut written = Vec::new();
         for (name, m) in merged {
-            let report = result.tables.iter_mut().find(|t| t.table == name);
             match m {
                 Merged::Take(Some(t)) => {
                     tables.insert(name.clone(), t);
@@ -695,7 +696,7 @@ impl Repo {
                 }
                 Merged::Take(None) => {
                     tables.remove(&name);
-                    taken.insert(name, ObjectId::of(b""));
+                    taken.remove(&name);
                 }
                 Merged::Planned(s) => {
                     let snap = Bytes::from(encode_manifest("table snapshot", &s.plan.snapshot)?);
@@ -706,6 +707,7 @@ impl Repo {
                             .map(|b| self.store.freshen_blob(b.clone())),
                     )
                     .await?;
+                    let report = result.tables.iter().find(|t| t.table == name);
                     let mut change = report.map(|r| r.change.clone()).unwrap_or_default();
                     for o in outs.iter().filter(|o| o.new) {
                         change.bytes_new += o.bytes;
@@ -724,24 +726,11 @@ impl Repo {
             }
         }
         let parent = parents[0];
-        if !taken.is_empty() {
-            let mut with = ours.tables.clone();
-            for (name, t) in &taken {
-                match tables.get(name) {
-                    Some(_) => with.insert(name.clone(), *t),
-                    None => with.remove(name),
-                };
-            }
-            let from = result.theirs;
+        if taken != ours.tables {
             let taken_changes = self
-                .restore_changes(Some(&parent), &ours.tables, &from, &with)
+                .restore_changes(Some(&parent), &ours.tables, &result.theirs, &taken)
                 .await?;
-            for (name, c) in taken_changes {
-                if let Some(r) = result.tables.iter_mut().find(|t| t.table == name) {
-                    r.change = c.clone();
-                }
-                changes.insert(name, c);
-            }
+            changes.extend(taken_changes);
         }
         for r in result.tables.iter_mut() {
             if let Some(c) = changes.get(&r.table) {

@@ -20,6 +20,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
 use super::diff::Compared;
+use super::keys;
 use crate::error::{Error, Result};
 
 /// What one side changed since the base: its diff's rows, aligned to one
@@ -57,6 +58,17 @@ pub(crate) struct ConflictAt {
 }
 
 impl ConflictAt {
+    /// Where the conflicting key's value is: theirs' row (`true`, in
+    /// `new`), or the base's when theirs deleted the key (`false`, in
+    /// theirs' `old`); `None` for a key neither has (never built).
+    fn key_at(&self) -> Option<(bool, usize)> {
+        match (self.theirs, self.base) {
+            (Some(j), _) => Some((true, j as usize)),
+            (None, Some(i)) => Some((false, i as usize)),
+            (None, None) => None,
+        }
+    }
+
     /// What each side did, as `ours/theirs`.
     fn kind(&self) -> &'static str {
         match (self.base, self.ours, self.theirs) {
@@ -272,9 +284,10 @@ pub(crate) fn conflict_rows(
     // A key's value: from theirs' row, or the base's when theirs deleted it.
     let key_from: Vec<(usize, usize)> = conflicts
         .iter()
-        .map(|c| match c.theirs {
-            Some(j) => (0, j as usize),
-            None => (1, c.base.unwrap_or(0) as usize),
+        .map(|c| match c.key_at() {
+            Some((true, j)) => (0, j),
+            Some((false, i)) => (1, i),
+            None => (1, 0),
         })
         .collect();
     let mut fields = Vec::new();
@@ -342,57 +355,35 @@ pub(crate) fn check_resolution(
         encode(&conv, theirs.old, key)?,
     );
     let given = encode(&conv, rows, key)?;
-    let mut wanted: HashMap<&[u8], bool> = HashMap::new();
-    for c in conflicts {
-        let k = match (c.theirs, c.base) {
-            (Some(j), _) => t_new.row(j as usize).data(),
-            (None, Some(i)) => t_old.row(i as usize).data(),
-            (None, None) => continue,
-        };
-        wanted.insert(k, false);
-    }
-    let show = |rows: &Rows, i: usize| -> String {
-        let parsed = conv.convert_rows([rows.row(i)]).ok();
-        parsed
-            .map(|cols| {
-                cols.iter()
-                    .map(|a| {
-                        arrow::util::display::array_value_to_string(a, 0)
-                            .unwrap_or_else(|_| "?".into())
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_else(|| "?".into())
-    };
+    // Each conflicting key (encoded), whether the resolution gave it, and
+    // where its value is for a message.
+    let located: Vec<(&[u8], &RecordBatch, usize)> = conflicts
+        .iter()
+        .filter_map(|c| c.key_at())
+        .map(|(new, at)| match new {
+            true => (t_new.row(at).data(), theirs.new, at),
+            false => (t_old.row(at).data(), theirs.old, at),
+        })
+        .collect();
+    let mut wanted: HashMap<&[u8], bool> = located.iter().map(|(k, ..)| (*k, false)).collect();
     for i in 0..given.num_rows() {
-        match wanted.get_mut(given.row(i).data()) {
-            Some(seen @ false) => *seen = true,
-            Some(true) => {
-                return Err(Error::InvalidArgument(format!(
-                    "the resolution of table '{table}' gives key ({}) twice: give one row per conflicting key",
-                    show(&given, i)
-                )))
+        let problem = match wanted.get_mut(given.row(i).data()) {
+            Some(seen @ false) => {
+                *seen = true;
+                continue;
             }
-            None => {
-                return Err(Error::InvalidArgument(format!(
-                    "the resolution of table '{table}' has a row for key ({}), which is not in conflict: give rows for the conflicting keys only",
-                    show(&given, i)
-                )))
-            }
-        }
-    }
-    let lacking = conflicts.iter().find_map(|c| {
-        let (rows, i) = match (c.theirs, c.base) {
-            (Some(j), _) => (&t_new, j as usize),
-            (None, Some(i)) => (&t_old, i as usize),
-            (None, None) => return None,
+            Some(true) => "twice: give one row per conflicting key",
+            None => "which is not in conflict: give rows for the conflicting keys only",
         };
-        (wanted.get(rows.row(i).data()) == Some(&false)).then(|| show(rows, i))
-    });
-    if let Some(key) = lacking {
         return Err(Error::InvalidArgument(format!(
-            "the resolution of table '{table}' has no row for conflicting key ({key}): give the row each conflicting key should have, or settle the table with --ours or --theirs"
+            "the resolution of table '{table}' has key ({}) {problem}",
+            keys::key_text(rows, key, i)
+        )));
+    }
+    if let Some((_, b, at)) = located.iter().find(|(k, ..)| wanted.get(k) == Some(&false)) {
+        return Err(Error::InvalidArgument(format!(
+            "the resolution of table '{table}' has no row for conflicting key ({}): give the row each conflicting key should have, or settle the table with --ours or --theirs",
+            keys::key_text(b, key, *at)
         )));
     }
     Ok(())
@@ -502,7 +493,7 @@ mod tests {
         assert!(short
             .unwrap_err()
             .to_string()
-            .contains("no row for conflicting key (4)"));
+            .contains("no row for conflicting key (id=4)"));
         let extra = check_resolution(
             "t",
             &[0],
@@ -513,7 +504,7 @@ mod tests {
         assert!(extra
             .unwrap_err()
             .to_string()
-            .contains("key (9), which is not in conflict"));
+            .contains("key (id=9) which is not in conflict"));
     }
 
     #[test]
