@@ -102,7 +102,7 @@ class Chromium:
         raise TimeoutError(event)
 
     def open(self, url):
-        for domain in ["Page", "Runtime", "Log"]:
+        for domain in ["Page", "Runtime", "Log", "Network"]:
             self.send(f"{domain}.enable")
         self.send("Page.navigate", url=url)
         self.wait_for("Page.loadEventFired")
@@ -113,6 +113,29 @@ class Chromium:
         if "exceptionDetails" in r:
             raise ProtocolError(f"{expression!r} threw: {r['exceptionDetails']}")
         return r["result"].get("value")
+
+    def wait_until(self, expression, timeout=None):
+        """Waits until a JavaScript expression is truthy in the page (a
+        page that draws what it fetched); its value."""
+        deadline = time.time() + (timeout or self.timeout)
+        while True:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            if time.time() > deadline:
+                raise TimeoutError(f"{expression!r} stayed {value!r}")
+            time.sleep(0.1)
+
+    def requests(self):
+        """The URL of every request the page has made so far."""
+        self.evaluate("0")  # collects events sent before now
+        return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
+
+    def responses(self):
+        """The URL and status of every response the page has had so far."""
+        self.evaluate("0")
+        return [{"url": e["params"]["response"]["url"], "status": e["params"]["response"]["status"]}
+                for e in self.events if e["method"] == "Network.responseReceived"]
 
     def type(self, text):
         """Types text into the focused element, as a keyboard would."""

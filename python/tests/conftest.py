@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+import browser
+
 BIN = os.environ.get("TABLEPIN_BIN", "tablepin")
 
 # Spark (test_spark.py, docs/distributed.md's examples) binds and
@@ -76,3 +78,17 @@ def generated_1m(tmp_path_factory):
     cli(folder, "generate", "--rows", "1000000", "-o", "sales.parquet")
     cli(folder, "commit", "sales", "sales.parquet", "--key", "id", "-m", "one million rows")
     return folder / ".tablepin"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """A headless Chromium page (browser.py), for the tests that look at a
+    page: skipped where Chromium is missing, failed in CI (scripts/test.sh
+    installs it)."""
+    exe = browser.find()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: scripts/test.sh installs it (apt-get install chromium)")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    with browser.Chromium(exe) as page:
+        yield page

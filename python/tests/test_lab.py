@@ -14,7 +14,6 @@ import sys
 
 import pytest
 
-import browser
 from conftest import BIN
 
 LAYOUTS = ["copy", "month", "week", "changes", "tablepin"]
@@ -71,17 +70,6 @@ def set_rule(page, rule):
     """Replaces the rule by typing it, as a person would."""
     page.evaluate("(() => { const b = document.getElementById('rule'); b.focus(); b.select(); })()")
     page.type(rule)
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    exe = browser.find()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: scripts/test.sh installs it (apt-get install chromium)")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    with browser.Chromium(exe) as page:
-        yield page
 
 
 # The original experiment's figures on Online Retail II, as it published

@@ -131,6 +131,16 @@ pub enum Command {
     Erase(EraseArgs),
     /// Show the audit record of every erasure.
     Audit,
+    /// Serve a local web page to look at the repository: its branches and
+    /// tags over time, each version's tables, a row-level diff between any
+    /// two revisions (paged), a retention rule's preview and the erasure
+    /// audit.
+    ///
+    /// The page is read-only and served on 127.0.0.1 only, at a free port
+    /// (or --port); the address is printed and nothing is opened. Its
+    /// assets are in the binary: it makes no request elsewhere. Stop it
+    /// with Ctrl-C.
+    Ui(UiArgs),
     /// Run the Online Retail II experiment and write its report.
     #[cfg(feature = "lab")]
     Lab(LabArgs),
@@ -476,11 +486,21 @@ pub struct RevertArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 (default: a free one).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+}
+
+#[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// Also prove that no stored blob holds a row that an erasure removed.
     #[arg(long)]
     pub erased: bool,
 }
+
+/// How young an unreferenced blob `gc` leaves alone unless told.
+pub const DEFAULT_GRACE: &str = "1h";
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
@@ -498,7 +518,7 @@ pub struct GcArgs {
     pub no_keep_tags: bool,
     /// Unreferenced blobs younger than this are left alone (a commit may be
     /// writing them). At least 10m, unless --sole-writer.
-    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    #[arg(long, default_value = DEFAULT_GRACE, value_name = "DURATION")]
     pub grace: humantime::Duration,
     /// No other process writes to the repository while this gc runs, so a
     /// grace shorter than 10m (down to 0s) cannot delete the files of a

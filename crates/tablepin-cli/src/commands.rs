@@ -178,6 +178,7 @@ async fn on_repo(repo: &Repo, command: Command, json_out: bool) -> Result<ExitCo
         Command::Gc(a) => crate::admin::gc(repo, a, json_out).await,
         Command::Erase(a) => crate::admin::erase(repo, a, json_out).await,
         Command::Audit => crate::admin::audit(repo, json_out).await,
+        Command::Ui(a) => crate::ui::ui(repo, a, json_out).await,
         #[cfg(feature = "lab")]
         Command::Lab(_) | Command::Bench(_) => Err(anyhow::anyhow!(
             "internal: {command:?} does not run on an open repository"
@@ -676,33 +677,52 @@ fn replaced_text(r: &tablepin::Replaced) -> String {
     )
 }
 
-async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
-    let (id, replaced) = resolve_read(repo, &a.rev).await?;
-    let v = repo.version(&id).await?;
+/// Each table of a version with its snapshot.
+async fn snapshots(
+    repo: &Repo,
+    id: &tablepin::VersionId,
+    v: &tablepin::format::Version,
+) -> Result<Vec<(String, tablepin::format::TableSnapshot)>> {
     let mut tables = Vec::new();
     for name in v.tables.keys() {
-        let s = repo.snapshot_of(&id, &v, name).await?;
-        tables.push((name.clone(), s));
+        tables.push((name.clone(), repo.snapshot_of(id, v, name).await?));
     }
-    if json_out {
-        let t: Vec<_> = tables
-            .iter()
-            .map(|(n, s)| {
-                json!({
-                    "table": n, "rows": s.rows, "content_hash": s.content_hash, "key": s.key,
-                    "schema": s.schema.fields().iter().map(|f| json!({"name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable()})).collect::<Vec<_>>(),
-                    "files": s.files.iter().map(file_json).collect::<Vec<_>>(),
-                    "bytes": s.files.iter().map(FileEntry::stored_bytes).sum::<u64>(),
-                })
+    Ok(tables)
+}
+
+/// A version as `show --json` (and the web page) gives it: its parents,
+/// time, author, message and changes, and each table's rows, content
+/// hash, key, schema, files and bytes.
+pub async fn version_json(repo: &Repo, id: &tablepin::VersionId) -> Result<serde_json::Value> {
+    let v = repo.version(id).await?;
+    let tables: Vec<_> = snapshots(repo, id, &v)
+        .await?
+        .iter()
+        .map(|(n, s)| {
+            json!({
+                "table": n, "rows": s.rows, "content_hash": s.content_hash, "key": s.key,
+                "schema": s.schema.fields().iter().map(|f| json!({"name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable()})).collect::<Vec<_>>(),
+                "files": s.files.iter().map(file_json).collect::<Vec<_>>(),
+                "bytes": s.files.iter().map(FileEntry::stored_bytes).sum::<u64>(),
             })
-            .collect();
-        output::json(&json!({
-            "version": id, "parents": v.parents, "time_ms": v.time_ms, "author": v.author,
-            "message": v.message, "changes": v.changes, "replaces": v.replaces, "tables": t,
-            "replaced": replaced,
-        }))?;
+        })
+        .collect();
+    Ok(json!({
+        "version": id, "parents": v.parents, "time_ms": v.time_ms, "author": v.author,
+        "message": v.message, "changes": v.changes, "replaces": v.replaces, "tables": tables,
+    }))
+}
+
+async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
+    let (id, replaced) = resolve_read(repo, &a.rev).await?;
+    if json_out {
+        let mut v = version_json(repo, &id).await?;
+        v["replaced"] = serde_json::to_value(&replaced)?;
+        output::json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let v = repo.version(&id).await?;
+    let tables = snapshots(repo, &id, &v).await?;
     if let Some(r) = &replaced {
         outln!("asked for {}: {}", r.old, replaced_text(r));
     }

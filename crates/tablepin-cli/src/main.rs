@@ -15,6 +15,7 @@
 
 // A binary: every item is crate-internal, so `pub` marks a module's API.
 #![allow(unreachable_pub)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 // First, so that its `outln!` is in scope in the modules below.
 #[macro_use]
@@ -27,6 +28,7 @@ mod graph;
 #[cfg(feature = "lab")]
 mod lab;
 mod merge;
+mod ui;
 
 use std::process::ExitCode;
 
@@ -91,7 +93,7 @@ fn main() -> ExitCode {
 /// quote their source in their own message). A store's failure is said in
 /// its own sentence; the store's whole answer (request, retries, the
 /// server's body) follows only under `--verbose`.
-fn message(err: &anyhow::Error, verbose: bool) -> String {
+pub fn message(err: &anyhow::Error, verbose: bool) -> String {
     let mut out = String::new();
     for cause in err.chain() {
         let text = match cause.downcast_ref::<tablepin::Error>() {
@@ -202,7 +204,7 @@ fn report(message: &str, code: u8, json: bool) -> ExitCode {
 }
 
 /// The name of an exit code, as `--json` errors give it.
-fn code_name(code: u8) -> &'static str {
+pub fn code_name(code: u8) -> &'static str {
     match code {
         0 => "ok",
         2 => "bad_input",
@@ -257,7 +259,7 @@ fn usage_error(e: clap::Error, json: bool) -> ExitCode {
     report(&msg, 2, json)
 }
 /// The exit code of an error (see the table in the module docs).
-fn exit_code(err: &anyhow::Error) -> u8 {
+pub fn exit_code(err: &anyhow::Error) -> u8 {
     use tablepin::ErrorKind as K;
     match err
         .downcast_ref::<tablepin::Error>()

@@ -26,9 +26,14 @@ pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
 
 /// A value as `--json` prints it (see [`json`]).
 pub fn json_text<T: Serialize>(value: &T) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(&json_value(value)?)?)
+}
+
+/// A value as `--json` gives it, before printing: times as text.
+pub fn json_value<T: Serialize>(value: &T) -> anyhow::Result<serde_json::Value> {
     let mut v = serde_json::to_value(value)?;
     times_as_text(&mut v);
-    Ok(serde_json::to_string_pretty(&v)?)
+    Ok(v)
 }
 
 /// The library reports times as milliseconds since the epoch in fields
