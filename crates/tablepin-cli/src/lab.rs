@@ -97,38 +97,7 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
         if json_out {
             output::json(&r)?;
         } else {
-            outln!(
-                "{} rows, median of {} (targets: a weekly commit in at most 15 requests and under 0.5 s with {} ms per request; a head read in at most one GET per data file + 4)",
-                r["rows"], r["repeat"], r["latency_ms"]
-            );
-            for s in r["stores"].as_array().into_iter().flatten() {
-                outln!(
-                    "{:<28} weekly commit {:>7.1} ms, {:>3} requests; head read {:>7.1} ms, {:>3} requests ({} GET, {} data files)",
-                    s["store"].as_str().unwrap_or(""),
-                    s["weekly_commit_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-                    s["weekly_commit_requests_median"],
-                    s["head_read_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-                    s["head_read_requests_median"],
-                    s["head_read_gets_median"],
-                    s["head_data_files"],
-                );
-            }
-            for (name, c) in r["commands"].as_object().into_iter().flatten() {
-                outln!(
-                    "{name:<40} {:>4} requests ({} GET, {} HEAD, {} PUT, {} LIST, {} DELETE)",
-                    c["get"].as_u64().unwrap_or(0)
-                        + c["head"].as_u64().unwrap_or(0)
-                        + c["put"].as_u64().unwrap_or(0)
-                        + c["list"].as_u64().unwrap_or(0)
-                        + c["delete"].as_u64().unwrap_or(0)
-                        + c["copy"].as_u64().unwrap_or(0),
-                    c["get"],
-                    c["head"],
-                    c["put"],
-                    c["list"],
-                    c["delete"]
-                );
-            }
+            print_remote_bench(&r)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -142,56 +111,99 @@ pub async fn bench(a: BenchArgs, json_out: bool) -> Result<ExitCode> {
     if json_out {
         output::json(&r)?;
     } else {
-        let w = &r["weekly_commit"];
-        let m = &r["merge"];
-        let h = &r["read_head"];
-        let v = &r["verify"];
-        outln!(
-            "Table: {} generated rows, {} stored; tablepin used {} thread(s) (TABLEPIN_THREADS), the plain reader and writer one",
-            r["rows"],
-            size(w["table_bytes"].as_u64().unwrap_or(0)),
-            r["threads"]
-        );
-        outln!(
-            "weekly commit (10,000 appended + 150 changed): {:.1} ms vs full Parquet rewrite {:.1} ms: ratio {:.3} (target < 0.05); {} new ({:.2}% of the table)",
-            w["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-            w["full_rewrite_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-            w["ratio"].as_f64().unwrap_or(0.0),
-            size(w["bytes_new_median"].as_f64().unwrap_or(0.0) as u64),
-            100.0 * w["bytes_share"].as_f64().unwrap_or(0.0)
-        );
-        outln!(
-            "merge (1,000 changed rows on each side): {:.1} ms vs a weekly commit on the same table {:.1} ms: ratio {:.2} (target <= 2)",
-            m["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-            m["weekly_commit_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-            m["ratio"].as_f64().unwrap_or(0.0)
-        );
-        if let Some(cpu) = w["cpu_ratio"].as_f64() {
-            outln!(
-                "  in CPU time on all threads, summed over the runs: {:.0} ms vs {:.0} ms, ratio {cpu:.3}",
-                w["cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
-                w["full_rewrite_cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
-            );
-        }
-        outln!(
-            "read head: {:.1} ms vs one plain Parquet file {:.1} ms, both keeping every batch: ratio {:.3} (target <= 1.1); the plain read dropping each batch: {:.1} ms, ratio {:.3}",
-            h["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-            h["plain_parquet_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-            h["ratio"].as_f64().unwrap_or(0.0),
-            h["plain_streamed_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
-            h["ratio_to_streamed"].as_f64().unwrap_or(0.0)
-        );
-        outln!(
-            "verify: {:.0} MB/s of blobs, {:.2} s in all",
-            v["mb_per_s"].as_f64().unwrap_or(0.0),
-            v["seconds"].as_f64().unwrap_or(0.0)
-        );
-        if let Some(l) = r.get("lab_gc_erase") {
-            outln!(
-                "lab gc/erase: {}",
-                serde_json::to_string_pretty(l).unwrap_or_default()
-            );
-        }
+        print_bench(&r)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `bench --remote`'s figures as text.
+fn print_remote_bench(r: &serde_json::Value) -> Result<()> {
+    outln!(
+        "{} rows, median of {} (targets: a weekly commit in at most 15 requests and under 0.5 s with {} ms per request; a head read in at most one GET per data file + 4)",
+        r["rows"], r["repeat"], r["latency_ms"]
+    );
+    for s in r["stores"].as_array().into_iter().flatten() {
+        outln!(
+            "{:<28} weekly commit {:>7.1} ms, {:>3} requests; head read {:>7.1} ms, {:>3} requests ({} GET, {} data files)",
+            s["store"].as_str().unwrap_or(""),
+            s["weekly_commit_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            s["weekly_commit_requests_median"],
+            s["head_read_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+            s["head_read_requests_median"],
+            s["head_read_gets_median"],
+            s["head_data_files"],
+        );
+    }
+    for (name, c) in r["commands"].as_object().into_iter().flatten() {
+        outln!(
+            "{name:<40} {:>4} requests ({} GET, {} HEAD, {} PUT, {} LIST, {} DELETE)",
+            c["get"].as_u64().unwrap_or(0)
+                + c["head"].as_u64().unwrap_or(0)
+                + c["put"].as_u64().unwrap_or(0)
+                + c["list"].as_u64().unwrap_or(0)
+                + c["delete"].as_u64().unwrap_or(0)
+                + c["copy"].as_u64().unwrap_or(0),
+            c["get"],
+            c["head"],
+            c["put"],
+            c["list"],
+            c["delete"]
+        );
+    }
+    Ok(())
+}
+
+/// `bench`'s figures as text.
+fn print_bench(r: &serde_json::Value) -> Result<()> {
+    let w = &r["weekly_commit"];
+    let m = &r["merge"];
+    let h = &r["read_head"];
+    let v = &r["verify"];
+    outln!(
+        "Table: {} generated rows, {} stored; tablepin used {} thread(s) (TABLEPIN_THREADS), the plain reader and writer one",
+        r["rows"],
+        size(w["table_bytes"].as_u64().unwrap_or(0)),
+        r["threads"]
+    );
+    outln!(
+        "weekly commit (10,000 appended + 150 changed): {:.1} ms vs full Parquet rewrite {:.1} ms: ratio {:.3} (target < 0.05); {} new ({:.2}% of the table)",
+        w["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+        w["full_rewrite_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+        w["ratio"].as_f64().unwrap_or(0.0),
+        size(w["bytes_new_median"].as_f64().unwrap_or(0.0) as u64),
+        100.0 * w["bytes_share"].as_f64().unwrap_or(0.0)
+    );
+    outln!(
+        "merge (1,000 changed rows on each side): {:.1} ms vs a weekly commit on the same table {:.1} ms: ratio {:.2} (target <= 2)",
+        m["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+        m["weekly_commit_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+        m["ratio"].as_f64().unwrap_or(0.0)
+    );
+    if let Some(cpu) = w["cpu_ratio"].as_f64() {
+        outln!(
+            "  in CPU time on all threads, summed over the runs: {:.0} ms vs {:.0} ms, ratio {cpu:.3}",
+            w["cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
+            w["full_rewrite_cpu_seconds"].as_f64().unwrap_or(0.0) * 1e3,
+        );
+    }
+    outln!(
+        "read head: {:.1} ms vs one plain Parquet file {:.1} ms, both keeping every batch: ratio {:.3} (target <= 1.1); the plain read dropping each batch: {:.1} ms, ratio {:.3}",
+        h["seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+        h["plain_parquet_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+        h["ratio"].as_f64().unwrap_or(0.0),
+        h["plain_streamed_seconds_median"].as_f64().unwrap_or(0.0) * 1e3,
+        h["ratio_to_streamed"].as_f64().unwrap_or(0.0)
+    );
+    outln!(
+        "verify: {:.0} MB/s of blobs, {:.2} s in all",
+        v["mb_per_s"].as_f64().unwrap_or(0.0),
+        v["seconds"].as_f64().unwrap_or(0.0)
+    );
+    if let Some(l) = r.get("lab_gc_erase") {
+        outln!(
+            "lab gc/erase: {}",
+            serde_json::to_string_pretty(l).unwrap_or_default()
+        );
+    }
+    Ok(())
 }
