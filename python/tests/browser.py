@@ -23,6 +23,16 @@ def find():
     return next((p for p in map(shutil.which, NAMES) if p), None)
 
 
+def stop(proc, timeout=10):
+    """Ends a process started for a test: asked to stop, then killed."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class ProtocolError(Exception):
     pass
 
@@ -176,12 +186,7 @@ class Chromium:
             if getattr(self, "ws", None):
                 self.ws.close()
         finally:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc)
             self.log.close()
             shutil.rmtree(self.profile, ignore_errors=True)
 

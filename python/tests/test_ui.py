@@ -11,6 +11,7 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 
+import browser
 from conftest import BIN, cli
 
 
@@ -43,12 +44,7 @@ class Served:
         return json.loads(body)
 
     def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        browser.stop(self.proc)
 
 
 @pytest.fixture

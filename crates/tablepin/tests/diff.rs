@@ -13,33 +13,9 @@ use arrow::datatypes::Int64Type;
 use proptest::prelude::*;
 use tablepin::{CommitOptions, ErrorKind, Mode, Repo, RestoreOptions, VersionId, WriteSettings};
 
-type Row = (i64, Option<i64>);
+mod common;
 
-fn batch(rows: &[Row]) -> RecordBatch {
-    RecordBatch::try_from_iter(vec![
-        (
-            "id",
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))) as ArrayRef,
-        ),
-        (
-            "v",
-            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.1))) as ArrayRef,
-        ),
-    ])
-    .unwrap()
-}
-
-fn read_rows(batches: &[RecordBatch]) -> Vec<Row> {
-    let mut out = Vec::new();
-    for b in batches {
-        let id = b.column(0).as_primitive::<Int64Type>();
-        let v = b.column(1).as_primitive::<Int64Type>();
-        for i in 0..b.num_rows() {
-            out.push((id.value(i), v.is_valid(i).then(|| v.value(i))));
-        }
-    }
-    out
-}
+use common::{batch, rows_of, runtime, Row};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -109,7 +85,7 @@ async fn apply(repo: &Repo, keyed: bool, op: &Op) -> Option<VersionId> {
     let (mode, b) = match op {
         Op::Overwrite(r) => (Mode::Overwrite, batch(r)),
         Op::Edit(put, drop) => {
-            let mut now = read_rows(&repo.read("main", "t", None).await.unwrap().batches);
+            let mut now = rows_of(&repo.read("main", "t", None).await.unwrap().batches);
             if keyed {
                 now.retain(|r| !put.iter().any(|p| p.0 == r.0));
             }
@@ -225,14 +201,6 @@ fn diff_rows(rows: &RecordBatch) -> Vec<(String, Option<Row>, Option<Row>)> {
     out
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -262,8 +230,8 @@ proptest! {
             let b = versions[pick.1 % versions.len()];
             let d = repo.diff_versions(&a, &b, Some("t")).await.unwrap();
             let t = &d.tables[0];
-            let old = read_rows(&repo.read_version(&a, "t", None).await.unwrap().batches);
-            let new = read_rows(&repo.read_version(&b, "t", None).await.unwrap().batches);
+            let old = rows_of(&repo.read_version(&a, "t", None).await.unwrap().batches);
+            let new = rows_of(&repo.read_version(&b, "t", None).await.unwrap().batches);
             let expected = naive(keyed, &old, &new);
             prop_assert_eq!(diff_rows(&t.rows), expected.clone());
             let count = |k: &str| expected.iter().filter(|e| e.0 == k).count() as u64;

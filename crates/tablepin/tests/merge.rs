@@ -18,21 +18,9 @@ use tablepin::{
     WriteSettings,
 };
 
-type Row = (i64, Option<i64>);
+mod common;
 
-fn batch(rows: &[Row]) -> RecordBatch {
-    RecordBatch::try_from_iter(vec![
-        (
-            "id",
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))) as ArrayRef,
-        ),
-        (
-            "v",
-            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.1))) as ArrayRef,
-        ),
-    ])
-    .unwrap()
-}
+use common::{batch, rows_of, runtime, Row};
 
 fn keys(ids: &[i64]) -> RecordBatch {
     RecordBatch::try_from_iter(vec![(
@@ -40,18 +28,6 @@ fn keys(ids: &[i64]) -> RecordBatch {
         Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef,
     )])
     .unwrap()
-}
-
-fn rows_of(batches: &[RecordBatch]) -> Vec<Row> {
-    let mut out = Vec::new();
-    for b in batches {
-        let id = b.column(0).as_primitive::<Int64Type>();
-        let v = b.column(1).as_primitive::<Int64Type>();
-        for i in 0..b.num_rows() {
-            out.push((id.value(i), v.is_valid(i).then(|| v.value(i))));
-        }
-    }
-    out
 }
 
 async fn read(repo: &Repo, rev: &str) -> Vec<Row> {
@@ -198,14 +174,6 @@ async fn branched(keyed: bool, base: &[Row]) -> (Repo, VersionId) {
         .await
         .unwrap();
     (repo, v)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 proptest! {
