@@ -55,7 +55,7 @@ fn cores() -> usize {
 pub use ids::{IdParseError, ObjectId, VersionId};
 pub use manifest::{
     decode_manifest, encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, Checks,
-    DeletionVector, ErasedFingerprint, FileEntry, Formatted, KeyBound, RefEntry, RefKind,
+    DeletionVector, ErasedFingerprint, FileEntry, Formatted, KeyBound, RefEntry, RefHold, RefKind,
     TableChange, TableSnapshot, Tombstone, Version, FORMAT_VERSION,
 };
 

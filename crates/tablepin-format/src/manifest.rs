@@ -274,8 +274,41 @@ pub struct RefEntry {
     /// deletions, tags), and then the version record is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tables: Option<BTreeMap<String, ObjectId>>,
+    /// Set on an entry that keeps the ref where it is and asks other
+    /// writers to wait (see [`RefHold`]). `None` in every other entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<RefHold>,
 }
 formatted!(RefEntry);
+
+/// A ref held by one writer: an erasure that lost its ref race to commits
+/// appends an entry naming the same version with a hold, then plans again
+/// and moves the ref from that entry. Writers that find a held head wait
+/// for the next entry, or for the hold to lapse, rather than take it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefHold {
+    /// Who holds it: "erase".
+    pub by: String,
+    /// When the hold lapses (ms since the epoch) if the holder never
+    /// writes the next entry (it crashed).
+    pub until_ms: i64,
+}
+
+impl RefEntry {
+    /// The hold on this entry still stands at `now_ms`. A hold counts for
+    /// at most [`RefHold::MAX_MS`] after its entry was written, whatever
+    /// its `until_ms`, so a skewed clock cannot hold a ref for long.
+    pub fn held_at(&self, now_ms: i64) -> Option<&RefHold> {
+        let h = self.hold.as_ref()?;
+        let until = h.until_ms.min(self.time_ms.saturating_add(RefHold::MAX_MS));
+        (now_ms < until).then_some(h)
+    }
+}
+
+impl RefHold {
+    /// The longest a hold counts.
+    pub const MAX_MS: i64 = 120_000;
+}
 
 /// What is left of a version that retention expired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ fn entry(seq: u64, target: Option<VersionId>) -> RefEntry {
         author: "t".into(),
         message: "m".into(),
         tables: None,
+        hold: None,
     }
 }
 

@@ -665,3 +665,146 @@ async fn an_erasure_does_not_plan_on_versions_only_the_cache_still_holds() {
     assert!(report.is_some());
     whole_without_owner_7(dir.path()).await;
 }
+
+/// The head entry of main.
+async fn main_head(r: &Repo) -> tablepin::format::RefEntry {
+    r.store()
+        .ref_head(RefKind::Branch, "main")
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// A commit that finds main held by an erasure waits for the next entry
+/// and lands after it, not on the held entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_waits_while_an_erasure_holds_its_branch() {
+    let (d, r) = new_repo().await;
+    r.commit(
+        "t",
+        rows(&[], &[]).schema(),
+        vec![rows(&[1], &[1])],
+        &opts(Mode::Append),
+    )
+    .await
+    .unwrap();
+    let head = main_head(&r).await;
+    let held = tablepin::format::RefEntry {
+        seq: head.seq + 1,
+        time_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+        hold: Some(tablepin::format::RefHold {
+            by: "erase".into(),
+            until_ms: i64::MAX,
+        }),
+        ..head.clone()
+    };
+    r.store()
+        .append_ref(RefKind::Branch, "main", &held)
+        .await
+        .unwrap();
+    let other = Repo::open(d.path().to_str().unwrap()).await.unwrap();
+    let commit = tokio::spawn(async move {
+        other
+            .commit(
+                "t",
+                rows(&[], &[]).schema(),
+                vec![rows(&[2], &[2])],
+                &opts(Mode::Append),
+            )
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(main_head(&r).await, held, "the commit waited on the hold");
+    let released = tablepin::format::RefEntry {
+        seq: held.seq + 1,
+        hold: None,
+        ..held.clone()
+    };
+    r.store()
+        .append_ref(RefKind::Branch, "main", &released)
+        .await
+        .unwrap();
+    let landed = commit.await.unwrap();
+    let now = main_head(&r).await;
+    assert_eq!(now.seq, released.seq + 1);
+    assert_eq!(now.target, Some(landed.version));
+    assert_eq!(landed.parent, head.target);
+}
+
+/// An erasure on a branch that commits keep moving finishes: after it
+/// loses a race it holds the branch, so planning again catches up. Every
+/// commit acknowledged keeps its rows, and the erased owner's are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erasure_finishes_while_commits_keep_landing() {
+    let (d, r) = new_repo().await;
+    for k in 0..40i64 {
+        let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
+        let owners: Vec<i64> = ids.iter().map(|i| i % 5).collect();
+        r.commit(
+            "t",
+            rows(&[], &[]).schema(),
+            vec![rows(&ids, &owners)],
+            &opts(Mode::Append),
+        )
+        .await
+        .unwrap();
+    }
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let committer = {
+        let (other, done) = (
+            Repo::open(d.path().to_str().unwrap()).await.unwrap(),
+            done.clone(),
+        );
+        tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            let mut id = 10_000i64;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                other
+                    .commit(
+                        "t",
+                        rows(&[], &[]).schema(),
+                        vec![rows(&[id], &[1])],
+                        &opts(Mode::Append),
+                    )
+                    .await
+                    .unwrap();
+                acknowledged.push(id);
+                id += 1;
+            }
+            acknowledged
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let erased = r
+        .erase(&EraseOptions {
+            table: "t".into(),
+            predicate: "owner = 3".into(),
+            reason: "request 5".into(),
+        })
+        .await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let acknowledged = committer.await.unwrap();
+    let (_, report) = erased.unwrap();
+    assert!(report.is_some());
+    assert!(!acknowledged.is_empty());
+    let head = r.resolve("main").await.unwrap();
+    let live = all_rows(&r, &head).await;
+    let ids = live
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    let live_ids: HashSet<i64> = ids.iter().flatten().collect();
+    for id in &acknowledged {
+        assert!(live_ids.contains(id), "acknowledged row {id} kept");
+    }
+    assert_eq!(live.num_rows(), 400 - 80 + acknowledged.len());
+    assert_eq!(blobs_holding(&r, 3).await, 0);
+    assert!(main_head(&r).await.hold.is_none());
+    assert!(r.verify(&NoProgress).await.unwrap().problems.is_empty());
+    assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
+}

@@ -226,7 +226,7 @@ impl Repo {
         let mut retry = Retry::new(&opts.branch, opts.retry_for);
         loop {
             retry.next().await?;
-            let Some(head) = self.store.ref_head(RefKind::Branch, &opts.branch).await? else {
+            let Some(head) = self.head_to_write(&opts.branch).await? else {
                 return Err(self.unknown_ref(RefKind::Branch, &opts.branch).await);
             };
             let parent = head.target;

@@ -38,7 +38,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tablepin_format::{
     encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, ContentHash, ErasedFingerprint,
-    FileEntry, ObjectId, RefKind, TableSnapshot, Version, VersionId, FORMAT_VERSION,
+    FileEntry, ObjectId, RefEntry, RefHold, RefKind, TableSnapshot, Version, VersionId,
+    FORMAT_VERSION,
 };
 use tablepin_rowhash::hash_rows;
 
@@ -54,6 +55,10 @@ use crate::table::{dv, keys, schema_of};
 /// How long an erasure keeps planning again while commits move the refs
 /// it must move.
 const ERASE_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How many times an erasure tries to hold a branch that commits keep
+/// moving before it plans again without that hold.
+const HOLD_TRIES: u32 = 20;
 
 /// Options of an erasure.
 #[derive(Debug, Clone, Default)]
@@ -845,6 +850,13 @@ impl Repo {
     /// Applies a plan under the lease, planning again while commits move
     /// the refs; `fresh` when it was made under this hold of the lease
     /// (nothing can have deleted since). Returns the plan applied.
+    ///
+    /// Planning reads every version of the table, which on a busy branch
+    /// takes longer than the commits between two reads of it: planning
+    /// again and again would never catch up. So after the first lost race
+    /// the branches it moves are held ([`RefHold`]): commits wait while it
+    /// plans again and moves them, and the holds go with the move (or are
+    /// released when it ends otherwise).
     async fn apply_erasure_leased(
         &self,
         mut plan: ErasePlan,
@@ -852,18 +864,90 @@ impl Repo {
     ) -> Result<(ErasePlan, EraseReport)> {
         let started = std::time::Instant::now();
         let mut attempt = 0u32;
-        loop {
+        let mut held: Vec<String> = Vec::new();
+        let out = loop {
             if attempt > 0 {
                 tokio::time::sleep(super::retry_pause(attempt)).await;
+                if let Err(e) = self.hold_branches(&plan, &mut held).await {
+                    break Err(e);
+                }
             }
             if attempt > 0 || (!fresh && !self.erase_plan_holds(&plan).await?) {
-                plan = self.plan_erasure(&plan.work.options).await?;
+                match self.plan_erasure(&plan.work.options).await {
+                    Ok(p) => plan = p,
+                    Err(e) => break Err(e),
+                }
             }
             attempt += 1;
             match self.apply_erasure(&plan).await {
                 Err(Error::RefMoved { .. }) if started.elapsed() < ERASE_RETRY_FOR => continue,
-                other => return other.map(|report| (plan, report)),
+                other => break other.map(|report| (plan, report)),
             }
+        };
+        self.release_holds(&held).await;
+        out
+    }
+
+    /// Holds each branch the plan moves that is not held yet (`held`
+    /// grows with those it holds). A branch a commit moves while it is
+    /// being held is read again and held where it is then.
+    async fn hold_branches(&self, plan: &ErasePlan, held: &mut Vec<String>) -> Result<()> {
+        let reason = &plan.work.options.reason;
+        for (kind, name, _, _) in &plan.work.moves {
+            if *kind != RefKind::Branch || held.contains(name) {
+                continue;
+            }
+            for _ in 0..HOLD_TRIES {
+                let Some(head) = self.store().ref_head(RefKind::Branch, name).await? else {
+                    break;
+                };
+                if head.target.is_none() || head.held_at(now_ms()).is_some() {
+                    break;
+                }
+                let entry = RefEntry {
+                    seq: head.seq + 1,
+                    time_ms: now_ms(),
+                    author: self.author.clone(),
+                    message: format!("erase: held while it plans again ({reason})"),
+                    hold: Some(RefHold {
+                        by: "erase".into(),
+                        until_ms: now_ms() + RefHold::MAX_MS,
+                    }),
+                    ..head
+                };
+                match self.store().append_ref(RefKind::Branch, name, &entry).await {
+                    Ok(()) => {
+                        held.push(name.clone());
+                        break;
+                    }
+                    Err(tablepin_store::StoreError::RefConflict { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases the holds still standing on these branches (an erasure
+    /// that moved a branch released its hold with the move). Best effort:
+    /// a hold left behind lapses on its own.
+    async fn release_holds(&self, held: &[String]) {
+        for name in held {
+            let Ok(Some(head)) = self.store().ref_head(RefKind::Branch, name).await else {
+                continue;
+            };
+            if head.hold.is_none() {
+                continue;
+            }
+            let entry = RefEntry {
+                seq: head.seq + 1,
+                time_ms: now_ms(),
+                author: self.author.clone(),
+                message: "erase: released".into(),
+                hold: None,
+                ..head
+            };
+            let _ = self.store().append_ref(RefKind::Branch, name, &entry).await;
         }
     }
 

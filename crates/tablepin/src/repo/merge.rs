@@ -261,7 +261,7 @@ impl Repo {
 
     /// A branch's head entry and version.
     async fn branch_head(&self, branch: &str) -> Result<(RefEntry, VersionId)> {
-        match self.store.ref_head(RefKind::Branch, branch).await? {
+        match self.head_to_write(branch).await? {
             Some(h) => match h.target {
                 Some(t) => Ok((h, t)),
                 None => Err(self.unknown_ref(RefKind::Branch, branch).await),
@@ -319,6 +319,7 @@ impl Repo {
             author: self.author.clone(),
             message: format!("merge (fast-forward): {message}"),
             tables: Some(v.tables),
+            hold: None,
         };
         match self.store.append_ref(RefKind::Branch, branch, &entry).await {
             Ok(()) => Ok(true),

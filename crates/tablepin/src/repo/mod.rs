@@ -20,7 +20,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use tablepin_format::{
-    decode_manifest, ContentHash, FileEntry, ObjectId, RefEntry, RefKind, TableChange,
+    decode_manifest, ContentHash, FileEntry, ObjectId, RefEntry, RefHold, RefKind, TableChange,
     TableSnapshot, Tombstone, Version, VersionId, FORMAT_VERSION,
 };
 use tablepin_store::{Store, StoreError, StoreSettings, LOCAL_DIR};
@@ -1067,8 +1067,29 @@ impl Repo {
             author: self.author.clone(),
             message: message.to_string(),
             tables: None,
+            hold: None,
         };
         Ok(self.store.append_ref(kind, name, &entry).await?)
+    }
+
+    /// The head of a branch that a write starts from. While an erasure
+    /// holds the branch ([`RefHold`]) it waits for the next entry, or for
+    /// the hold to lapse, and never for longer than a hold can count: the
+    /// erasure moves the branch from the held entry, and a write that
+    /// started from it would only lose that race.
+    pub(crate) async fn head_to_write(&self, branch: &str) -> Result<Option<RefEntry>> {
+        let started = std::time::Instant::now();
+        let longest = std::time::Duration::from_millis(RefHold::MAX_MS as u64);
+        let mut attempt = 0;
+        loop {
+            let head = self.store.ref_head(RefKind::Branch, branch).await?;
+            let held = head.as_ref().and_then(|h| h.held_at(now_ms())).is_some();
+            if !held || started.elapsed() >= longest {
+                return Ok(head);
+            }
+            attempt += 1;
+            tokio::time::sleep(transaction::retry_pause(attempt)).await;
+        }
     }
 
     /// Bytes and count of every stored blob.

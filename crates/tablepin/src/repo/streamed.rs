@@ -22,7 +22,7 @@
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
-use tablepin_format::{ContentHash, KeyBound, RefKind, TableSnapshot};
+use tablepin_format::{ContentHash, KeyBound, TableSnapshot};
 use tablepin_store::PutOutcome;
 
 use super::{named, CommitOptions, CommitResult, Planned, Repo};
@@ -166,7 +166,7 @@ impl Repo {
         opts: &CommitOptions,
         earlier: &mut std::collections::HashSet<tablepin_format::ObjectId>,
     ) -> Result<Streamed> {
-        let head = self.store.ref_head(RefKind::Branch, &opts.branch).await?;
+        let head = self.head_to_write(&opts.branch).await?;
         let (parent_id, parent_tables, parent) = self.parent_of(&head, table, opts).await?;
         let (schema, batches) = input.open()?;
         let Some(cut) = cutting(parent.as_ref(), &schema, opts) else {

@@ -621,11 +621,7 @@ impl Transaction<'_> {
     }
 
     async fn head(&self) -> Result<Option<RefEntry>> {
-        Ok(self
-            .repo
-            .store
-            .ref_head(RefKind::Branch, &self.opts.branch)
-            .await?)
+        self.repo.head_to_write(&self.opts.branch).await
     }
 
     /// One attempt on the branch head as read. A stream that turns out not
@@ -981,6 +977,7 @@ impl Repo {
             author: self.author.clone(),
             message: format!("commit: {}", version.message),
             tables: Some(version.tables.clone()),
+            hold: None,
         };
         match self.store.append_ref(RefKind::Branch, branch, &entry).await {
             Ok(()) => Ok(Some((id, out.bytes))),
