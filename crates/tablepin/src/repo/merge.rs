@@ -13,7 +13,7 @@
 //! Conflicts that no resolution settles leave the branch untouched: the
 //! result names them, row by row, and nothing is written.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, UInt32Array};
@@ -28,11 +28,13 @@ use tablepin_format::{
 
 use super::{now_ms, Repo, Retry};
 use crate::error::{Error, Result};
+use crate::table::decide::Loc;
 use crate::table::diff::{self, Aligned, Compared};
 use crate::table::plan::{self, Mode, PlanInput, SchemaRules, Staged};
 use crate::table::schema_of;
-use crate::table::threeway::{self, Settle, Side};
+use crate::table::threeway::{self, HeldBy, Settle, Side};
 use crate::table::window::empty_like;
+use tablepin_rowhash::hash_rows;
 
 /// Which side a conflict is settled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -479,6 +481,9 @@ struct Found {
 struct SideDiff {
     aligned: Aligned,
     compared: Compared,
+    /// Where each row of `aligned.old` and `aligned.new` is stored.
+    old_at: Vec<(ObjectId, u32)>,
+    new_at: Vec<(ObjectId, u32)>,
 }
 
 impl SideDiff {
@@ -492,15 +497,14 @@ impl SideDiff {
 }
 
 impl Repo {
-    /// What `snap` changed since `base`, its rows in the merged columns
-    /// (`merged`).
-    async fn side_diff(
-        &self,
+    /// What `snap` changed since `base` (`u`, as read), its rows in the
+    /// merged columns (`merged`).
+    fn side_diff(
         base: &TableSnapshot,
         snap: &TableSnapshot,
+        u: diff::Unshared,
         merged: &SchemaRef,
     ) -> Result<SideDiff> {
-        let u = diff::unshared(&self.store, base, snap).await?;
         let schema = schema_of(snap);
         let mut aligned = diff::align(&schema_of(base), &u.old, &schema, &u.new)?;
         let key = key_at(&aligned.schema, &snap.key)?;
@@ -508,7 +512,12 @@ impl Repo {
         aligned.old = widen(&aligned.old, merged)?;
         aligned.new = widen(&aligned.new, merged)?;
         aligned.schema = aligned.new.schema();
-        Ok(SideDiff { aligned, compared })
+        Ok(SideDiff {
+            aligned,
+            compared,
+            old_at: u.old_at,
+            new_at: u.new_at,
+        })
     }
 
     /// The merged snapshot of one table both sides changed (`None`:
@@ -521,10 +530,12 @@ impl Repo {
         strategy: Option<Strategy>,
         resolved: Option<&(SchemaRef, Vec<RecordBatch>)>,
     ) -> Result<(Option<Staged>, Found)> {
-        let (od, td) = futures::try_join!(
-            self.side_diff(base, ours, schema),
-            self.side_diff(base, theirs, schema)
-        )?;
+        let mut read = diff::unshared_many(&self.store, base, &[ours, theirs]).await?;
+        let (Some(tu), Some(ou)) = (read.pop(), read.pop()) else {
+            return Err(Error::Internal("a merge's diff read no side".into()));
+        };
+        let od = Self::side_diff(base, ours, ou, schema)?;
+        let td = Self::side_diff(base, theirs, tu, schema)?;
         let (o, t) = (od.side(), td.side());
         if ours.key.is_empty() {
             let (append, remove) = threeway::decide_unkeyed(&o, &t)?;
@@ -564,10 +575,14 @@ impl Repo {
             threeway::check_resolution(table, &key, &t, &d.conflicts, &aligned)?;
             upsert.push(rows);
         }
+        let known = match (resolved, d.delete.is_empty(), upsert.as_slice()) {
+            (None, true, [rows]) => known_rows([base, ours, theirs], &key, &od, &td, rows)?,
+            _ => None,
+        };
         let (schema, upsert) = in_table(schema, upsert)?;
         let deletes = pick(&td.aligned.old, &d.delete)?;
         let staged = self
-            .apply_keyed(table, ours, &schema, &key, deletes, upsert)
+            .apply_keyed(table, ours, &schema, &key, deletes, (upsert, known))
             .await?;
         Ok((Some(staged), found))
     }
@@ -575,7 +590,8 @@ impl Repo {
     /// Ours with `deletes`' keys removed, then `upsert`'s rows set: the
     /// planner's delete and upsert, one after the other (the blobs of the
     /// first are stored before the second plans on them, as it reads
-    /// their deletion vectors).
+    /// their deletion vectors). Where ours holds the upserted keys may be
+    /// known already (with no deletes: [`known_rows`]).
     async fn apply_keyed(
         &self,
         table: &str,
@@ -583,7 +599,7 @@ impl Repo {
         schema: &SchemaRef,
         key: &[usize],
         deletes: RecordBatch,
-        upsert: Vec<RecordBatch>,
+        (upsert, known): (Vec<RecordBatch>, Option<plan::Found>),
     ) -> Result<Staged> {
         let settings = &self.config.write;
         let mut now = ours.clone();
@@ -613,7 +629,8 @@ impl Repo {
                 rules: SchemaRules::default(),
                 settings,
             };
-            let s = plan::plan(&self.store, input).await?;
+            let known = known.filter(|_| deleted == 0 && blobs.is_empty());
+            let s = plan::plan_known(&self.store, input, known).await?;
             (added, changed) = (s.plan.rows_added, s.plan.rows_changed);
             deleted += s.plan.rows_deleted;
             blobs.extend(s.blobs);
@@ -772,6 +789,58 @@ impl Repo {
 
 /// Every table either side changed since the base (or that either has
 /// and the base lacks). No I/O.
+/// Where ours holds each of theirs' rows to upsert (`rows`), as the
+/// planner's look-up would find it, and the hash of each row found, from
+/// the two diffs alone (`threeway::ours_rows`). `None` where that cannot
+/// be trusted: the three sides' schemas or keys differ (rows in the
+/// merged schema might hash otherwise than in ours'), or a row is in a
+/// file ours does not name. No I/O.
+fn known_rows(
+    [base, ours, theirs]: [&TableSnapshot; 3],
+    key: &[usize],
+    od: &SideDiff,
+    td: &SideDiff,
+    rows: &RecordBatch,
+) -> Result<Option<plan::Found>> {
+    let same = |s: &TableSnapshot| s.schema == ours.schema && s.key == ours.key;
+    if !same(base) || !same(theirs) {
+        return Ok(None);
+    }
+    let held = threeway::ours_rows(key, &od.side(), &td.side(), rows)?;
+    let file_of: HashMap<ObjectId, usize> = (ours.files.iter().enumerate())
+        .map(|(i, f)| (f.data, i))
+        .collect();
+    let (mut ours_hashes, mut base_hashes) = (None, None);
+    let mut locs = Vec::with_capacity(held.len());
+    let mut hashes = HashMap::new();
+    for h in held {
+        let (batch, at, cache, i) = match h {
+            None => {
+                locs.push(None);
+                continue;
+            }
+            Some(HeldBy::OursNew(i)) => (&od.aligned.new, &od.new_at, &mut ours_hashes, i),
+            Some(HeldBy::Base(i)) => (&td.aligned.old, &td.old_at, &mut base_hashes, i),
+        };
+        let Some(&(blob, pos)) = at.get(i as usize) else {
+            return Ok(None);
+        };
+        let Some(&file) = file_of.get(&blob) else {
+            return Ok(None);
+        };
+        let all = match cache {
+            Some(all) => all,
+            None => cache.insert(hash_rows(batch)?),
+        };
+        let Some(hash) = all.get(i as usize) else {
+            return Ok(None);
+        };
+        hashes.insert((file, pos), *hash);
+        locs.push(Some(Loc { file, pos }));
+    }
+    Ok(Some(plan::Found::known(locs, hashes)))
+}
+
 fn changed_tables(three: &ThreeWay<'_>) -> Vec<String> {
     let names: BTreeSet<&String> = three
         .ours

@@ -46,6 +46,10 @@ pub(crate) struct Unshared {
     pub(crate) old: Vec<RecordBatch>,
     pub(crate) new: Vec<RecordBatch>,
     pub(crate) stats: DiffStats,
+    /// Where each row of `old` is: data file and position.
+    pub(crate) old_at: Vec<(ObjectId, u32)>,
+    /// Where each row of `new` is.
+    pub(crate) new_at: Vec<(ObjectId, u32)>,
 }
 
 /// One read of a data file for the diff: which side, which rows.
@@ -122,47 +126,174 @@ pub(crate) async fn unshared(
     old: &TableSnapshot,
     new: &TableSnapshot,
 ) -> Result<Unshared> {
-    // A pack both versions name is read once.
+    let mut out = unshared_many(store, old, &[new]).await?;
+    out.pop()
+        .ok_or_else(|| Error::Internal("a diff of one pair read no pair".into()))
+}
+
+/// [`unshared`] of `old` against each of `news`, reading each file of
+/// `old` once: the two sides of a merge mostly hide positions of the same
+/// base files, and one read of the union of those positions decodes the
+/// pages they share once.
+pub(crate) async fn unshared_many(
+    store: &Store,
+    old: &TableSnapshot,
+    news: &[&TableSnapshot],
+) -> Result<Vec<Unshared>> {
+    // A pack several versions name is read once.
     let mut packs = dv::Known::new();
     let old_dvs = dv::load_with(store, &old.files, &mut packs).await?;
-    let new_dvs = dv::load_with(store, &new.files, &mut packs).await?;
-    let (jobs, files_shared) = jobs(old, &old_dvs, new, &new_dvs);
-    let (old_schema, new_schema) = (schema_of(old), schema_of(new));
-    let ids: Vec<ObjectId> = jobs.iter().map(|j| j.blob).collect();
+    let mut all_jobs = Vec::new();
+    let mut shared = Vec::new();
+    for (pair, new) in news.iter().enumerate() {
+        let new_dvs = dv::load_with(store, &new.files, &mut packs).await?;
+        let (jobs, files_shared) = jobs(old, &old_dvs, new, &new_dvs);
+        all_jobs.extend(jobs.into_iter().map(|j| (pair, j)));
+        shared.push(files_shared);
+    }
+    let file_rows: HashMap<ObjectId, u64> = std::iter::once(old)
+        .chain(news.iter().copied())
+        .flat_map(|s| s.files.iter().map(|f| (f.data, f.rows)))
+        .collect();
+    let (reads, served) = reads(&all_jobs, &file_rows);
+    let schemas: Vec<SchemaRef> = std::iter::once(old)
+        .chain(news.iter().copied())
+        .map(schema_of)
+        .collect();
+    let ids: Vec<ObjectId> = reads.iter().map(|r| r.blob).collect();
     let read = store
         .map_blobs(&ids, |i, bytes| {
-            let job = &jobs[i];
-            let schema = if job.new_side {
-                &new_schema
-            } else {
-                &old_schema
+            let r = &reads[i];
+            let file = DataFile::open(r.blob, bytes)?;
+            let select = match &r.rows {
+                Rows::Live(d) => Select::Live(d.as_ref()),
+                Rows::Positions(p) => Select::Positions(p),
             };
-            let file = DataFile::open(job.blob, bytes)?;
-            match &job.rows {
-                Rows::Live(d) => file.read(schema, Select::Live(d.as_ref())),
-                Rows::Positions(p) => file.read(schema, Select::Positions(p)),
-            }
+            file.read(&schemas[r.schema], select)
         })
         .await?;
-    let mut out = Unshared {
-        old: Vec::new(),
-        new: Vec::new(),
-        stats: DiffStats {
-            files_shared,
-            files_read: jobs.len(),
-            rows_read: 0,
-        },
-    };
-    for (job, batches) in jobs.iter().zip(read) {
-        out.stats.rows_read += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-        let side = if job.new_side {
-            &mut out.new
+    let mut out: Vec<Unshared> = shared
+        .into_iter()
+        .map(|files_shared| Unshared {
+            old: Vec::new(),
+            new: Vec::new(),
+            stats: DiffStats {
+                files_shared,
+                files_read: 0,
+                rows_read: 0,
+            },
+            old_at: Vec::new(),
+            new_at: Vec::new(),
+        })
+        .collect();
+    for ((pair, job), s) in all_jobs.iter().zip(&served) {
+        let batches = served_rows(&read[s.read], &schemas[reads[s.read].schema], s)?;
+        let n = file_rows.get(&job.blob).copied().unwrap_or(0);
+        let at = positions(&job.rows, n).into_iter().map(|p| (job.blob, p));
+        let u = &mut out[*pair];
+        u.stats.files_read += 1;
+        u.stats.rows_read += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+        let (side, side_at) = if job.new_side {
+            (&mut u.new, &mut u.new_at)
         } else {
-            &mut out.old
+            (&mut u.old, &mut u.old_at)
         };
         side.extend(batches);
+        side_at.extend(at);
     }
     Ok(out)
+}
+
+/// One read of a data file, for one or more jobs.
+struct Read {
+    blob: ObjectId,
+    /// The schema read in: 0 the old side's, k + 1 that of new side k.
+    schema: usize,
+    rows: Rows,
+}
+
+/// Where a job's rows come from: a read, and which of its rows (`None`:
+/// all of them).
+struct Served {
+    read: usize,
+    pick: Option<Vec<u32>>,
+}
+
+/// The reads that serve `jobs` (tagged with their pair): one per file and
+/// side, the union of the positions of the jobs that share it. No I/O.
+fn reads(jobs: &[(usize, Job)], file_rows: &HashMap<ObjectId, u64>) -> (Vec<Read>, Vec<Served>) {
+    let schema = |(pair, j): &(usize, Job)| if j.new_side { pair + 1 } else { 0 };
+    let mut groups: BTreeMap<(ObjectId, usize), Vec<usize>> = BTreeMap::new();
+    for (i, j) in jobs.iter().enumerate() {
+        groups.entry((j.1.blob, schema(j))).or_default().push(i);
+    }
+    let mut reads = Vec::new();
+    let mut served: Vec<Option<Served>> = (0..jobs.len()).map(|_| None).collect();
+    for ((blob, schema), members) in groups {
+        let read = reads.len();
+        if let [only] = members[..] {
+            let rows = match &jobs[only].1.rows {
+                Rows::Live(d) => Rows::Live(d.clone()),
+                Rows::Positions(p) => Rows::Positions(p.clone()),
+            };
+            reads.push(Read { blob, schema, rows });
+            served[only] = Some(Served { read, pick: None });
+            continue;
+        }
+        let n = file_rows.get(&blob).copied().unwrap_or(0);
+        let each: Vec<Vec<u32>> = (members.iter())
+            .map(|m| positions(&jobs[*m].1.rows, n))
+            .collect();
+        let mut union: Vec<u32> = each.iter().flatten().copied().collect();
+        union.sort_unstable();
+        union.dedup();
+        for (m, ps) in members.iter().zip(each) {
+            let pick = ps
+                .iter()
+                .map(|p| union.binary_search(p).unwrap_or_default() as u32)
+                .collect();
+            served[*m] = Some(Served {
+                read,
+                pick: Some(pick),
+            });
+        }
+        reads.push(Read {
+            blob,
+            schema,
+            rows: Rows::Positions(union),
+        });
+    }
+    let served = served
+        .into_iter()
+        .map(|s| {
+            s.unwrap_or(Served {
+                read: 0,
+                pick: None,
+            })
+        })
+        .collect();
+    (reads, served)
+}
+
+/// The positions a job reads of a file of `n` rows, ascending.
+fn positions(rows: &Rows, n: u64) -> Vec<u32> {
+    match rows {
+        Rows::Positions(p) => p.clone(),
+        Rows::Live(None) => (0..n as u32).collect(),
+        Rows::Live(Some(dv)) => (0..n as u32).filter(|p| !dv.contains(*p)).collect(),
+    }
+}
+
+/// A job's rows of what its read returned.
+fn served_rows(read: &[RecordBatch], schema: &SchemaRef, s: &Served) -> Result<Vec<RecordBatch>> {
+    let Some(pick) = &s.pick else {
+        return Ok(read.to_vec());
+    };
+    let all = concat_batches(schema, read).map_err(Error::arrow("reading a data file"))?;
+    let idx = UInt32Array::from(pick.clone());
+    let taken = arrow::compute::take_record_batch(&all, &idx)
+        .map_err(Error::arrow("reading a data file"))?;
+    Ok(vec![taken])
 }
 
 /// The columns two versions of a table have in common, and those only one
@@ -472,6 +603,44 @@ mod tests {
                                         // id 2 changed, id 5 from null to "e" changed, id 1 only moved.
         assert_eq!(c.changed, vec![(2, 0), (3, 3)]);
         assert_eq!(c.changed_by_column, vec![0, 2]);
+    }
+
+    /// Jobs of two pairs on one base file are one read of the union of
+    /// their positions, each picking its own; other files read alone.
+    #[test]
+    fn jobs_on_one_base_file_share_one_read() {
+        let (f, g) = (ObjectId::of(b"f"), ObjectId::of(b"g"));
+        let job = |blob, new_side, rows| Job {
+            blob,
+            new_side,
+            rows,
+        };
+        let hidden: RoaringBitmap = [0u32, 2].into_iter().collect();
+        let jobs = vec![
+            (0, job(f, false, Rows::Positions(vec![1, 3]))),
+            (1, job(f, false, Rows::Positions(vec![3, 5]))),
+            (1, job(f, true, Rows::Positions(vec![4]))),
+            (0, job(g, false, Rows::Live(Some(hidden.clone())))),
+            (1, job(g, false, Rows::Positions(vec![2]))),
+        ];
+        let rows = HashMap::from([(f, 8), (g, 4)]);
+        let (reads, served) = reads(&jobs, &rows);
+        let of = |i: usize| match &reads[served[i].read].rows {
+            Rows::Positions(p) => (reads[served[i].read].schema, p.clone()),
+            Rows::Live(_) => panic!("a shared read reads positions"),
+        };
+        assert_eq!(reads.len(), 3);
+        assert_eq!(of(0), (0, vec![1, 3, 5]));
+        assert_eq!(served[0].read, served[1].read);
+        assert_eq!(served[0].pick, Some(vec![0, 1]));
+        assert_eq!(served[1].pick, Some(vec![1, 2]));
+        // The new side's file is read in its own schema, alone.
+        assert_eq!(of(2), (2, vec![4]));
+        assert_eq!(served[2].pick, None);
+        // Live rows 1 and 3 with position 2: rows 1, 2, 3.
+        assert_eq!(of(3), (0, vec![1, 2, 3]));
+        assert_eq!(served[3].pick, Some(vec![0, 2]));
+        assert_eq!(served[4].pick, Some(vec![1]));
     }
 
     #[test]

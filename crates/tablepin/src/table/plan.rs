@@ -426,6 +426,19 @@ pub(crate) struct Found {
     held: Held,
 }
 
+impl Found {
+    /// What a look-up would find, known without one: each input row's
+    /// live parent row, if any, and the hash of each row named.
+    pub(crate) fn known(locs: Vec<Option<Loc>>, hashes: HashMap<(usize, u32), RowHash>) -> Self {
+        Self {
+            locs,
+            hashes,
+            dvs: Dvs::new(),
+            held: Held::new(),
+        }
+    }
+}
+
 /// The verified bytes of the parent's data files a plan read, by blob:
 /// compaction, which rewrites the files hiding the most rows (often the
 /// ones just read), takes them from here instead of asking the store again.
@@ -722,6 +735,17 @@ struct Decided {
 /// Plans a commit to one table: reads what the decision needs, decides
 /// (`decide`), then writes what it decided.
 pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<Staged> {
+    plan_known(store, p, None).await
+}
+
+/// [`plan`] of an upsert whose input keys' rows in the parent are known
+/// already (`known`, as a look-up would find them: a merge knows them from
+/// its diffs), so the parent's files are not searched for them.
+pub(crate) async fn plan_known(
+    store: &Store,
+    p: PlanInput<'_>,
+    known: Option<Found>,
+) -> Result<Staged> {
     let table = p.table;
     let input = concat_batches(&p.schema, &p.batches).map_err(Error::arrow("reading the input"))?;
     let parent = p.parent;
@@ -746,10 +770,15 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<Staged> {
     // An append or upsert of a keyed table looks its keys up in the parent:
     // the look-up's small reads go first, before the CPU-bound work below
     // takes the cores.
-    let prepared = match parent_live {
-        Some(par) if looks_up => {
-            Some(LookUp::prepare(store, par, &sorted, r.input.num_rows()).await?)
-        }
+    let prepared = match (parent_live, known) {
+        (Some(_), Some(known)) if looks_up && p.mode == Mode::Upsert => Some(Ok(known)),
+        (Some(par), _) if looks_up => Some(Err(LookUp::prepare(
+            store,
+            par,
+            &sorted,
+            r.input.num_rows(),
+        )
+        .await?)),
         _ => None,
     };
     let mut in_hashes = InputHashes::start(&r.input);
@@ -780,7 +809,10 @@ pub(crate) async fn plan(store: &Store, p: PlanInput<'_>) -> Result<Staged> {
             held: Held::new(),
         },
         (Some(par), Some(lookup)) => {
-            let found = lookup.run_for(store, par, &r).await?;
+            let found = match lookup {
+                Ok(known) => known,
+                Err(lookup) => lookup.run_for(store, par, &r).await?,
+            };
             found.decide(table, p.mode, &r, in_hashes.get().await?)?
         }
         (Some(_), None) if p.mode == Mode::Append => Decided {

@@ -153,6 +153,45 @@ fn changes(
     Ok(out)
 }
 
+/// The row of ours that holds a key, as the two diffs show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeldBy {
+    /// Row `i` of ours' `new`: ours added, changed or moved the key.
+    OursNew(u32),
+    /// Row `i` of theirs' `old`: a base row ours did not touch, so ours
+    /// sees it where the base had it.
+    Base(u32),
+}
+
+/// Where ours holds the key of each of `rows` (theirs' rows to upsert, in
+/// the sides' schema), from the diffs alone: a key ours added, changed or
+/// moved is in ours' `new`; one ours left alone and theirs changed is
+/// ours' as the base had it, in theirs' `old`; any other (`None`) ours
+/// has not (theirs added it, or ours deleted it). So applying theirs'
+/// rows needs no look-up of their keys in ours' files. No I/O.
+pub(crate) fn ours_rows(
+    key: &[usize],
+    ours: &Side<'_>,
+    theirs: &Side<'_>,
+    rows: &RecordBatch,
+) -> Result<Vec<Option<HeldBy>>> {
+    let conv = converter(&rows.schema(), key)?;
+    let touched = encode(&conv, ours.old, key)?;
+    let touched: std::collections::HashSet<&[u8]> = touched.iter().map(|r| r.data()).collect();
+    let mut at: HashMap<Vec<u8>, HeldBy> = HashMap::new();
+    let base = encode(&conv, theirs.old, key)?;
+    for (i, k) in base.iter().enumerate() {
+        if !touched.contains(k.data()) {
+            at.insert(k.data().to_vec(), HeldBy::Base(i as u32));
+        }
+    }
+    for (j, k) in encode(&conv, ours.new, key)?.iter().enumerate() {
+        at.insert(k.data().to_vec(), HeldBy::OursNew(j as u32));
+    }
+    let wanted = encode(&conv, rows, key)?;
+    Ok(wanted.iter().map(|k| at.get(k.data()).copied()).collect())
+}
+
 /// Decides a keyed merge (`key`: the key columns' positions in both sides'
 /// schema, which is one). No I/O.
 pub(crate) fn decide(
@@ -410,6 +449,39 @@ mod tests {
 
     fn side<'a>(old: &'a RecordBatch, new: &'a RecordBatch, compared: &'a Compared) -> Side<'a> {
         Side { old, new, compared }
+    }
+
+    /// Ours holds a key theirs changed where the base had it unless ours
+    /// touched it: then in its own new rows, or nowhere (deleted).
+    #[test]
+    fn ours_rows_are_found_in_the_diffs() {
+        // Ours: 2→21, deletes 4, adds 6. Theirs: 1→11, 2→22, 4→41, 5, 6.
+        let o_old = batch(&[(2, 20), (4, 40)]);
+        let o_new = batch(&[(2, 21), (6, 60)]);
+        let t_old = batch(&[(1, 10), (2, 20), (4, 40)]);
+        let t_new = batch(&[(1, 11), (2, 22), (4, 41), (5, 50), (6, 61)]);
+        let (oc, tc) = (
+            compared(&o_old, &o_new, &[0]),
+            compared(&t_old, &t_new, &[0]),
+        );
+        let got = ours_rows(
+            &[0],
+            &side(&o_old, &o_new, &oc),
+            &side(&t_old, &t_new, &tc),
+            &t_new,
+        )
+        .unwrap();
+        use HeldBy::{Base, OursNew};
+        assert_eq!(
+            got,
+            vec![
+                Some(Base(0)),
+                Some(OursNew(0)),
+                None,
+                None,
+                Some(OursNew(1))
+            ]
+        );
     }
 
     #[test]
