@@ -658,15 +658,24 @@ fn erase_entries(p: &Project) -> Vec<(String, String)> {
             continue;
         };
         for r in refs.flatten() {
-            for e in std::fs::read_dir(r.path()).unwrap().flatten() {
+            let mut entries: Vec<_> = (std::fs::read_dir(r.path()).unwrap().flatten())
+                .map(|e| e.path())
+                .collect();
+            entries.sort();
+            let mut before = serde_json::Value::Null;
+            for e in entries {
                 let v: serde_json::Value =
-                    serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
-                if v["message"].as_str().unwrap_or("").starts_with("erase: ") {
+                    serde_json::from_slice(&std::fs::read(e).unwrap()).unwrap();
+                // An erasure's hold, and its release, keep the ref where
+                // it was: not a move.
+                let moved = v["target"] != before;
+                if moved && v["message"].as_str().unwrap_or("").starts_with("erase: ") {
                     out.push((
                         format!("{kind}/{}", r.file_name().to_string_lossy()),
                         v["target"].as_str().unwrap().to_string(),
                     ));
                 }
+                before = v["target"].clone();
             }
         }
     }
