@@ -19,6 +19,12 @@ pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
         verbose: !json_out,
         dvc: a.dvc,
         sample: a.sample,
+        env: tablepin_lab::data::Env {
+            lab_data: std::env::var("TABLEPIN_LAB_DATA").ok(),
+            xdg_cache_home: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            path: std::env::var_os("PATH"),
+        },
     };
     let r = tablepin_lab::run::run(&opts).await?;
     if json_out {

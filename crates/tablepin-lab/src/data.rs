@@ -56,24 +56,37 @@ impl Lines {
     }
 }
 
+/// What the lab takes from its environment, gathered by its caller (the
+/// command line reads the variables; the library reads none).
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `TABLEPIN_LAB_DATA`: the data file when none is given.
+    pub lab_data: Option<String>,
+    /// `XDG_CACHE_HOME`.
+    pub xdg_cache_home: Option<PathBuf>,
+    /// `HOME`.
+    pub home: Option<PathBuf>,
+    /// `PATH`, where `--dvc` finds the `dvc` command.
+    pub path: Option<std::ffi::OsString>,
+}
+
 /// Where the data is: the argument, the environment, or the cache (which
 /// may not exist yet).
-pub fn locate(arg: Option<&str>) -> PathBuf {
+pub fn locate(arg: Option<&str>, env: &Env) -> PathBuf {
     if let Some(a) = arg {
         return PathBuf::from(a);
     }
-    if let Ok(v) = std::env::var("TABLEPIN_LAB_DATA") {
-        if !v.is_empty() {
-            return PathBuf::from(v);
-        }
+    if let Some(v) = env.lab_data.as_deref().filter(|v| !v.is_empty()) {
+        return PathBuf::from(v);
     }
-    cache_dir().join("online_retail_II.xlsx")
+    cache_dir(env).join("online_retail_II.xlsx")
 }
 
-fn cache_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+/// The lab's download cache: `$XDG_CACHE_HOME/tablepin`, else
+/// `$HOME/.cache/tablepin`, else under the system's temporary folder.
+pub fn cache_dir(env: &Env) -> PathBuf {
+    (env.xdg_cache_home.clone())
+        .or_else(|| env.home.as_ref().map(|h| h.join(".cache")))
         .unwrap_or_else(std::env::temp_dir)
         .join("tablepin")
 }
@@ -123,11 +136,11 @@ fn download_from(url: &str, to: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
-/// Loads the data from a path (.csv, .csv.gz or .xlsx), downloading it to
-/// the cache first when the path is the cache file and it is missing, and
+/// Loads the data from a path (.csv, .csv.gz or .xlsx), downloading it
+/// first when it is missing and lies in `cache` (the download cache), and
 /// checks that it is the whole of Online Retail II.
-pub fn load(path: &Path) -> Result<Lines, LabError> {
-    let lines = load_sample(path)?;
+pub fn load(path: &Path, cache: Option<&Path>) -> Result<Lines, LabError> {
+    let lines = load_sample(path, cache)?;
     check(path, &lines)?;
     Ok(lines)
 }
@@ -135,9 +148,9 @@ pub fn load(path: &Path) -> Result<Lines, LabError> {
 /// Loads a file in Online Retail II's format that may hold any of its
 /// lines, or lines of its form (a sample, for trying the lab on less):
 /// as [`load`], without checking that every line is there.
-pub fn load_sample(path: &Path) -> Result<Lines, LabError> {
+pub fn load_sample(path: &Path, cache: Option<&Path>) -> Result<Lines, LabError> {
     if !path.exists() {
-        if path.starts_with(cache_dir()) {
+        if cache.is_some_and(|c| path.starts_with(c)) {
             download(path)?;
         } else {
             return Err(LabError::Data {
@@ -513,6 +526,28 @@ mod tests {
     }
 
     #[test]
+    fn the_data_is_the_argument_then_the_environment_then_the_cache() {
+        let env = Env {
+            lab_data: Some("/d/x.csv.gz".into()),
+            home: Some("/h".into()),
+            ..Env::default()
+        };
+        assert_eq!(locate(Some("a.csv"), &env), PathBuf::from("a.csv"));
+        assert_eq!(locate(None, &env), PathBuf::from("/d/x.csv.gz"));
+        let env = Env {
+            lab_data: Some(String::new()),
+            ..env
+        };
+        let cached = PathBuf::from("/h/.cache/tablepin/online_retail_II.xlsx");
+        assert_eq!(locate(None, &env), cached);
+        let env = Env {
+            xdg_cache_home: Some("/x".into()),
+            ..env
+        };
+        assert_eq!(cache_dir(&env), PathBuf::from("/x/tablepin"));
+    }
+
+    #[test]
     fn the_workbook_reads_as_the_csv_does() {
         let dir = tempfile::tempdir().unwrap();
         let (csv, xlsx) = (dir.path().join("d.csv"), dir.path().join("d.xlsx"));
@@ -591,13 +626,13 @@ mod tests {
             "{e}"
         );
         // A whole load also checks the row count.
-        let e = load(&bad.with_file_name("missing.xlsx"))
+        let e = load(&bad.with_file_name("missing.xlsx"), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("no such file"), "{e}");
         let csv = dir.path().join("d.csv");
         write_csv(&csv);
-        let e = load(&csv).unwrap_err().to_string();
+        let e = load(&csv, None).unwrap_err().to_string();
         assert!(
             e.contains("d.csv") && e.contains("it has 4 rows; Online Retail II has 1067371"),
             "{e}"

@@ -134,9 +134,10 @@ pub struct Dvc {
 }
 
 impl Dvc {
-    /// The `dvc` command on PATH, or an error saying how to get it.
-    pub fn find() -> Result<PathBuf, LabError> {
-        find_on_path("dvc").ok_or_else(|| {
+    /// The `dvc` command on `path` (the `PATH` variable's value), or an
+    /// error saying how to get it.
+    pub fn find(path: Option<&std::ffi::OsStr>) -> Result<PathBuf, LabError> {
+        path.and_then(|p| find_on_path("dvc", p)).ok_or_else(|| {
             LabError::Other(
                 "--dvc runs the `dvc` command, and there is none on PATH; install it (pip install dvc) or leave --dvc out".into(),
             )
@@ -251,15 +252,14 @@ fn walk(dir: &Path, out: &mut Vec<(String, u64)>) -> Result<(), LabError> {
     Ok(())
 }
 
-/// The first executable called `name` in PATH's folders.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+/// The first executable called `name` in the folders of `path` (as the
+/// `PATH` variable lists them).
+fn find_on_path(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(name))
-        .find(|p| {
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    std::env::split_paths(path).map(|d| d.join(name)).find(|p| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
 #[cfg(test)]
@@ -280,6 +280,20 @@ mod tests {
             lines: Arc::new(Vec::new()),
             rows: 0,
         }
+    }
+
+    #[test]
+    fn dvc_is_found_on_the_path_given_or_named_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = super::Dvc::find(Some(dir.path().as_os_str())).unwrap_err();
+        assert!(e.to_string().contains("pip install dvc"), "{e}");
+        assert!(super::Dvc::find(None).is_err());
+        let dvc = dir.path().join("dvc");
+        std::fs::write(&dvc, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dvc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = std::env::join_paths(["/nonexistent".as_ref(), dir.path()]).unwrap();
+        assert_eq!(super::Dvc::find(Some(&path)).unwrap(), dvc);
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct LabOptions {
     /// Also version the month layout with the real `dvc` command (see
     /// `dvc`), and compare its remote with the layout.
     pub dvc: bool,
+    /// What the lab takes from the environment.
+    pub env: data::Env,
 }
 
 /// The original experiment's figures, set beside ours in the report.
@@ -128,13 +130,16 @@ pub async fn run(opts: &LabOptions) -> Result<Value, LabError> {
     let start = Instant::now();
     let v = opts.verbose;
     // Refused before any work: --dvc without the command.
-    let dvc_command = opts.dvc.then(Dvc::find).transpose()?;
-    let path = data::locate(opts.data.as_deref());
+    let dvc_command = (opts.dvc)
+        .then(|| Dvc::find(opts.env.path.as_deref()))
+        .transpose()?;
+    let path = data::locate(opts.data.as_deref(), &opts.env);
+    let cache = data::cache_dir(&opts.env);
     log(v, &start, &format!("loading {}", path.display()));
     let l = if opts.sample {
-        data::load_sample(&path)?
+        data::load_sample(&path, Some(&cache))?
     } else {
-        data::load(&path)?
+        data::load(&path, Some(&cache))?
     };
     let d = experiment::derive(&l);
     let commits = experiment::commits(&l, &d);
@@ -985,7 +990,7 @@ pub enum Replay {
 /// Commits the experiment's 110 versions (with its tags) to a new
 /// repository at `dir`, through tablepin alone.
 pub async fn tablepin_only(data_path: &Path, dir: &Path, replay: Replay) -> Result<Repo, LabError> {
-    let l = data::load(data_path)?;
+    let l = data::load(data_path, None)?;
     let d = experiment::derive(&l);
     let commits = experiment::commits(&l, &d);
     let master = Master::new(&l);

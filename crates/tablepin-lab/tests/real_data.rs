@@ -344,6 +344,7 @@ fn run_lab(data: &Path, customer: i64, sample: bool) -> serde_json::Value {
         verbose: false,
         sample,
         dvc: false,
+        env: tablepin_lab::data::Env::default(),
     };
     tokio::runtime::Runtime::new()
         .unwrap()
@@ -382,7 +383,7 @@ fn loaded(name: &str) -> Option<(PathBuf, tablepin_lab::data::Lines)> {
         .unwrap();
         return None;
     };
-    let l = tablepin_lab::data::load(&path).unwrap();
+    let l = tablepin_lab::data::load(&path, None).unwrap();
     Some((path, l))
 }
 
