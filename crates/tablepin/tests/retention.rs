@@ -78,6 +78,21 @@ async fn blobs_holding(r: &Repo, who: i64) -> usize {
     n
 }
 
+/// Appends rows `k * 10 .. k * 10 + 10` to table t, each owned by its id
+/// modulo `owners`.
+async fn append_ten(r: &Repo, k: i64, owners: i64) {
+    let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
+    let owner: Vec<i64> = ids.iter().map(|i| i % owners).collect();
+    r.commit(
+        "t",
+        rows(&[], &[]).schema(),
+        vec![rows(&ids, &owner)],
+        &opts(Mode::Append),
+    )
+    .await
+    .unwrap();
+}
+
 async fn new_repo() -> (tempfile::TempDir, Repo) {
     let dir = tempfile::tempdir().unwrap();
     let r = Repo::init(dir.path().to_str().unwrap(), WriteSettings::default())
@@ -177,16 +192,7 @@ async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
     let (_d, r) = new_repo().await;
     let mut tags = Vec::new();
     for k in 0..6i64 {
-        let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
-        let owners: Vec<i64> = ids.iter().map(|i| i % 4).collect();
-        r.commit(
-            "t",
-            rows(&[], &[]).schema(),
-            vec![rows(&ids, &owners)],
-            &opts(Mode::Append),
-        )
-        .await
-        .unwrap();
+        append_ten(&r, k, 4).await;
         let name = format!("v{k}");
         let id = r.create_ref(RefKind::Tag, &name, "main", "").await.unwrap();
         tags.push((name, all_rows(&r, &id).await));
@@ -742,16 +748,7 @@ async fn a_commit_waits_while_an_erasure_holds_its_branch() {
 async fn an_erasure_finishes_while_commits_keep_landing() {
     let (d, r) = new_repo().await;
     for k in 0..40i64 {
-        let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
-        let owners: Vec<i64> = ids.iter().map(|i| i % 5).collect();
-        r.commit(
-            "t",
-            rows(&[], &[]).schema(),
-            vec![rows(&ids, &owners)],
-            &opts(Mode::Append),
-        )
-        .await
-        .unwrap();
+        append_ten(&r, k, 5).await;
     }
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let committer = {
