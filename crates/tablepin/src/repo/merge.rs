@@ -530,7 +530,7 @@ impl Repo {
         strategy: Option<Strategy>,
         resolved: Option<&(SchemaRef, Vec<RecordBatch>)>,
     ) -> Result<(Option<Staged>, Found)> {
-        let mut read = diff::unshared_many(&self.store, base, &[ours, theirs]).await?;
+        let mut read = diff::unshared_many(&self.store, base, &[ours, theirs], true).await?;
         let (Some(tu), Some(ou)) = (read.pop(), read.pop()) else {
             return Err(Error::Internal("a merge's diff read no side".into()));
         };

@@ -46,9 +46,10 @@ pub(crate) struct Unshared {
     pub(crate) old: Vec<RecordBatch>,
     pub(crate) new: Vec<RecordBatch>,
     pub(crate) stats: DiffStats,
-    /// Where each row of `old` is: data file and position.
+    /// Where each row of `old` is: data file and position (empty unless
+    /// asked for, see [`unshared_many`]).
     pub(crate) old_at: Vec<(ObjectId, u32)>,
-    /// Where each row of `new` is.
+    /// Where each row of `new` is (likewise).
     pub(crate) new_at: Vec<(ObjectId, u32)>,
 }
 
@@ -126,7 +127,7 @@ pub(crate) async fn unshared(
     old: &TableSnapshot,
     new: &TableSnapshot,
 ) -> Result<Unshared> {
-    let mut out = unshared_many(store, old, &[new]).await?;
+    let mut out = unshared_many(store, old, &[new], false).await?;
     out.pop()
         .ok_or_else(|| Error::Internal("a diff of one pair read no pair".into()))
 }
@@ -134,11 +135,14 @@ pub(crate) async fn unshared(
 /// [`unshared`] of `old` against each of `news`, reading each file of
 /// `old` once: the two sides of a merge mostly hide positions of the same
 /// base files, and one read of the union of those positions decodes the
-/// pages they share once.
+/// pages they share once. With `located`, each side also says where each
+/// of its rows is stored (`old_at`, `new_at`): a merge applies theirs'
+/// rows by it; a diff does without a list as long as the rows it read.
 pub(crate) async fn unshared_many(
     store: &Store,
     old: &TableSnapshot,
     news: &[&TableSnapshot],
+    located: bool,
 ) -> Result<Vec<Unshared>> {
     // A pack several versions name is read once.
     let mut packs = dv::Known::new();
@@ -188,8 +192,6 @@ pub(crate) async fn unshared_many(
         .collect();
     for ((pair, job), s) in all_jobs.iter().zip(&served) {
         let batches = served_rows(&read[s.read], &schemas[reads[s.read].schema], s)?;
-        let n = file_rows.get(&job.blob).copied().unwrap_or(0);
-        let at = positions(&job.rows, n).into_iter().map(|p| (job.blob, p));
         let u = &mut out[*pair];
         u.stats.files_read += 1;
         u.stats.rows_read += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
@@ -199,7 +201,10 @@ pub(crate) async fn unshared_many(
             (&mut u.old, &mut u.old_at)
         };
         side.extend(batches);
-        side_at.extend(at);
+        if located {
+            let n = file_rows.get(&job.blob).copied().unwrap_or(0);
+            side_at.extend(positions(&job.rows, n).into_iter().map(|p| (job.blob, p)));
+        }
     }
     Ok(out)
 }
