@@ -24,6 +24,7 @@ pub async fn lab(a: LabArgs, json_out: bool) -> Result<ExitCode> {
             xdg_cache_home: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
             home: std::env::var_os("HOME").map(PathBuf::from),
             path: std::env::var_os("PATH"),
+            temp_dir: std::env::temp_dir(),
         },
     };
     let r = tablepin_lab::run::run(&opts).await?;

@@ -116,7 +116,15 @@ fn errors_name_what_failed_and_change_nothing() {
     p.run(&["commit", "sales", &f, "--key", "id"]).ok();
     p.run(&["tag", "v1"]).ok();
 
-    // Files.
+    bad_files_are_named(&p);
+    bad_keys_are_named(&p, &f);
+    schema_changes_are_named(&p);
+    bad_revisions_and_refs_are_named(&p);
+    repository_errors_are_named(&p);
+}
+
+/// Files: each failure names what failed, and changes nothing.
+fn bad_files_are_named(p: &Project) {
     p.fails_unchanged(
         &["commit", "sales", "nope.csv"],
         2,
@@ -141,10 +149,12 @@ fn errors_name_what_failed_and_change_nothing() {
         2,
         "unknown file type",
     );
+}
 
-    // Keys.
+/// Keys: each failure names what failed, and changes nothing.
+fn bad_keys_are_named(p: &Project, f: &str) {
     p.fails_unchanged(
-        &["commit", "fresh", &f, "--key", "nope"],
+        &["commit", "fresh", f, "--key", "nope"],
         2,
         "table 'fresh' has no column 'nope' (columns: id, name, qty)",
     );
@@ -161,17 +171,19 @@ fn errors_name_what_failed_and_change_nothing() {
         "rows 1 and 3 of the input have the same key id=1",
     );
     p.fails_unchanged(
-        &["commit", "sales", &f, "--key", "name"],
+        &["commit", "sales", f, "--key", "name"],
         2,
         "table 'sales' is keyed by [id], not [name]",
     );
     p.fails_unchanged(
-        &["commit", "sales", &f, "--mode", "append"],
+        &["commit", "sales", f, "--mode", "append"],
         2,
         "key id=1 exists already in table 'sales'; use --mode upsert",
     );
+}
 
-    // Schema.
+/// Schema: each failure names what failed, and changes nothing.
+fn schema_changes_are_named(p: &Project) {
     let typed = p.write("typed.csv", "id,name,qty\n1,apple,3.5\n");
     p.fails_unchanged(
         &["commit", "sales", &typed],
@@ -184,8 +196,10 @@ fn errors_name_what_failed_and_change_nothing() {
         2,
         "column 'qty' is missing from the input",
     );
+}
 
-    // Revisions and refs.
+/// Revisions and refs: each failure names what failed, and changes nothing.
+fn bad_revisions_and_refs_are_named(p: &Project) {
     p.fails_unchanged(&["cat", "nope", "sales"], 3, "unknown revision 'nope'");
     p.fails_unchanged(
         &["cat", "main", "nosuch"],
@@ -210,8 +224,10 @@ fn errors_name_what_failed_and_change_nothing() {
         2,
         "cannot export to 'x.xlsx'",
     );
+}
 
-    // Repository.
+/// Repository: each failure names what failed, and changes nothing.
+fn repository_errors_are_named(p: &Project) {
     p.fails_unchanged(&["init"], 4, "exists already");
     // A failed init still says what it asked of the store (it printed
     // nothing before the init was split from opening its store).

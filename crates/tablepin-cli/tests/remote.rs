@@ -27,6 +27,7 @@ fn s3_location(test: &str) -> Option<String> {
             tablepin::store::gate::not_run(
                 test,
                 "TABLEPIN_TEST_S3 is not set (scripts/test.sh starts the S3 test server and sets it)",
+                |k| std::env::var_os(k),
             )
             .unwrap();
             None

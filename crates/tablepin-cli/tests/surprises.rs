@@ -683,6 +683,62 @@ fn erase_entries(p: &Project) -> Vec<(String, String)> {
     out
 }
 
+/// `tablepin ARGS` run in `dir`, without the hooks or repository the
+/// test's environment may hold.
+fn run_in(dir: &std::path::Path, args: Vec<String>) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tablepin"))
+        .args(&args)
+        .current_dir(dir)
+        .env_remove("TABLEPIN_REPO")
+        .env_remove("TABLEPIN_FAULT_AFTER_WRITES")
+        .output()
+        .unwrap()
+}
+
+/// The ref moves an `audit --json` lists, as (`kind/name`, new version),
+/// sorted.
+fn audited_moves(audit: &serde_json::Value) -> Vec<(String, String)> {
+    let mut moved: Vec<(String, String)> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["moved_refs"].as_array().unwrap().clone())
+        .map(|m| {
+            let kind = if m["kind"] == "Tag" || m["kind"] == "tag" {
+                "tags"
+            } else {
+                "branches"
+            };
+            (
+                format!("{kind}/{}", m["name"].as_str().unwrap()),
+                m["new"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    moved.sort();
+    moved
+}
+
+/// `tablepin erase` of customer `c`'s rows in `dir`: its failure, if any.
+fn erase_customer(dir: &std::path::Path, c: u32) -> Vec<String> {
+    let out = run_in(
+        dir,
+        vec![
+            "erase".into(),
+            "sales".into(),
+            "--where".into(),
+            format!("Customer_ID = {c}"),
+            "--reason".into(),
+            format!("request {c}"),
+        ],
+    );
+    if out.status.success() {
+        Vec::new()
+    } else {
+        vec![format!("erase: {}", String::from_utf8_lossy(&out.stderr))]
+    }
+}
+
 #[test]
 fn erasures_racing_commits_and_gc_leave_a_whole_repository_and_a_true_audit() {
     for round in 0..5 {
@@ -695,16 +751,7 @@ fn erasures_racing_commits_and_gc_leave_a_whole_repository_and_a_true_audit() {
         p.run(&["commit", "sales", &f, "--key", "id"]).ok();
         p.run(&["tag", "trained"]).ok();
         let dir = p.path().to_path_buf();
-        let bin = env!("CARGO_BIN_EXE_tablepin");
-        let run = move |dir: &std::path::Path, args: Vec<String>| {
-            std::process::Command::new(bin)
-                .args(&args)
-                .current_dir(dir)
-                .env_remove("TABLEPIN_REPO")
-                .env_remove("TABLEPIN_FAULT_AFTER_WRITES")
-                .output()
-                .unwrap()
-        };
+        let run = run_in;
         let mut jobs = Vec::new();
         for w in 0..4 {
             let dir = dir.clone();
@@ -750,24 +797,7 @@ fn erasures_racing_commits_and_gc_leave_a_whole_repository_and_a_true_audit() {
         }
         for c in [17381, 17382] {
             let dir = dir.clone();
-            jobs.push(std::thread::spawn(move || {
-                let out = run(
-                    &dir,
-                    vec![
-                        "erase".into(),
-                        "sales".into(),
-                        "--where".into(),
-                        format!("Customer_ID = {c}"),
-                        "--reason".into(),
-                        format!("request {c}"),
-                    ],
-                );
-                if out.status.success() {
-                    Vec::new()
-                } else {
-                    vec![format!("erase: {}", String::from_utf8_lossy(&out.stderr))]
-                }
-            }));
+            jobs.push(std::thread::spawn(move || erase_customer(&dir, c)));
         }
         let failed: Vec<String> = jobs.into_iter().flat_map(|j| j.join().unwrap()).collect();
         assert!(failed.is_empty(), "round {round}: {failed:?}");
@@ -777,25 +807,11 @@ fn erasures_racing_commits_and_gc_leave_a_whole_repository_and_a_true_audit() {
         assert_eq!(v.code, Some(0), "round {round}: {}", v.stdout);
         // The audit lists exactly the moves the ref logs show.
         let audit = json(&p.run(&["--json", "audit"]));
-        let mut moved: Vec<(String, String)> = audit
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|r| r["moved_refs"].as_array().unwrap().clone())
-            .map(|m| {
-                let kind = if m["kind"] == "Tag" || m["kind"] == "tag" {
-                    "tags"
-                } else {
-                    "branches"
-                };
-                (
-                    format!("{kind}/{}", m["name"].as_str().unwrap()),
-                    m["new"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-        moved.sort();
-        assert_eq!(moved, erase_entries(&p), "round {round}: {audit}");
+        assert_eq!(
+            audited_moves(&audit),
+            erase_entries(&p),
+            "round {round}: {audit}"
+        );
         assert_eq!(audit.as_array().unwrap().len(), 2, "round {round}");
         // Every acknowledged row is there, but the erased customers' rows
         // that existed when the erasures ran (appends after them may add

@@ -68,6 +68,9 @@ pub struct Env {
     pub home: Option<PathBuf>,
     /// `PATH`, where `--dvc` finds the `dvc` command.
     pub path: Option<std::ffi::OsString>,
+    /// The system's temporary folder (`std::env::temp_dir`): the cache's
+    /// home when neither of the others is set.
+    pub temp_dir: PathBuf,
 }
 
 /// Where the data is: the argument, the environment, or the cache (which
@@ -87,7 +90,7 @@ pub fn locate(arg: Option<&str>, env: &Env) -> PathBuf {
 pub fn cache_dir(env: &Env) -> PathBuf {
     (env.xdg_cache_home.clone())
         .or_else(|| env.home.as_ref().map(|h| h.join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
+        .unwrap_or_else(|| env.temp_dir.clone())
         .join("tablepin")
 }
 

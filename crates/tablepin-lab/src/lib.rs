@@ -7,11 +7,6 @@
 //! the real commands, and formats what comes back. The reference layouts
 //! ([`layouts`]) and the experiment's rules ([`experiment`]) are its own.
 
-// No function longer than clippy.toml's threshold (ARCHITECTURE.md), but
-// four that are each one long sequence of the lab's steps and are still to
-// be cut into named phases (issue 42): `run::run`, `charts::report`,
-// `bench::run` and `remote_bench::run`, allowed where they are.
-#![warn(clippy::too_many_lines)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod bench;

@@ -379,6 +379,7 @@ fn loaded(name: &str) -> Option<(PathBuf, tablepin_lab::data::Lines)> {
         tablepin::store::gate::not_run(
             name,
             "the Online Retail II data is missing (set TABLEPIN_LAB_DATA or put it in ../shared/data/)",
+            |k| std::env::var_os(k),
         )
         .unwrap();
         return None;

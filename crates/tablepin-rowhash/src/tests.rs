@@ -150,25 +150,14 @@ fn unsupported_type_names_the_column() {
 /// One batch with every type the readers produce, nulls in every column,
 /// nulls inside lists and structs.
 fn golden_batch() -> RecordBatch {
-    let list = ListArray::new(
-        Arc::new(Field::new("item", DataType::Int32, true)),
-        OffsetBuffer::from_lengths([2, 0, 1]),
-        Arc::new(Int32Array::from(vec![Some(1), None, Some(3)])),
-        Some(vec![true, false, true].into()),
-    );
-    let st = StructArray::new(
-        vec![
-            Field::new("x", DataType::Int64, true),
-            Field::new("y", DataType::Utf8, true),
-        ]
-        .into(),
-        vec![
-            Arc::new(Int64Array::from(vec![Some(7), None, Some(9)])) as ArrayRef,
-            Arc::new(StringArray::from(vec![Some("q"), Some("r"), None])),
-        ],
-        Some(vec![true, true, false].into()),
-    );
-    batch(vec![
+    let mut columns = scalar_columns();
+    columns.extend(nested_columns());
+    batch(columns)
+}
+
+/// A column of each scalar type, with a null in each.
+fn scalar_columns() -> Vec<(&'static str, ArrayRef)> {
+    vec![
         (
             "i8",
             Arc::new(Int8Array::from(vec![Some(-8), None, Some(127)])) as ArrayRef,
@@ -250,9 +239,30 @@ fn golden_batch() -> RecordBatch {
                     .unwrap(),
             ),
         ),
-        ("list", Arc::new(list)),
-        ("struct", Arc::new(st)),
-    ])
+    ]
+}
+
+/// A list column and a struct column, nulls inside and outside.
+fn nested_columns() -> Vec<(&'static str, ArrayRef)> {
+    let list = ListArray::new(
+        Arc::new(Field::new("item", DataType::Int32, true)),
+        OffsetBuffer::from_lengths([2, 0, 1]),
+        Arc::new(Int32Array::from(vec![Some(1), None, Some(3)])),
+        Some(vec![true, false, true].into()),
+    );
+    let st = StructArray::new(
+        vec![
+            Field::new("x", DataType::Int64, true),
+            Field::new("y", DataType::Utf8, true),
+        ]
+        .into(),
+        vec![
+            Arc::new(Int64Array::from(vec![Some(7), None, Some(9)])) as ArrayRef,
+            Arc::new(StringArray::from(vec![Some("q"), Some("r"), None])),
+        ],
+        Some(vec![true, true, false].into()),
+    );
+    vec![("list", Arc::new(list)), ("struct", Arc::new(st))]
 }
 
 /// rowhash-v1 is frozen: these hashes must never change. A failure here

@@ -1,6 +1,8 @@
 //! The store's contract, run against memory and a local folder alike.
 
 use super::*;
+use crate::blobs::{leftover_at, read_file_range, PROBE_FIRST_BYTES};
+use crate::refs::REF_PAGE;
 use tablepin_format::{VersionId, FORMAT_VERSION};
 
 fn entry(seq: u64, target: Option<VersionId>) -> RefEntry {
@@ -124,6 +126,7 @@ pub(crate) fn s3_location(test: &str) -> Option<String> {
             crate::gate::not_run(
                 test,
                 "TABLEPIN_TEST_S3 is not set (scripts/test.sh starts the S3 test server and sets it)",
+                |k| std::env::var_os(k),
             )
             .unwrap();
             None
@@ -149,6 +152,7 @@ fn azure_location(test: &str) -> Option<String> {
         crate::gate::not_run(
             test,
             "TABLEPIN_TEST_AZURE is not set (scripts/test.sh installs Azurite from npm, starts it and sets it)",
+            |k| std::env::var_os(k),
         )
         .unwrap();
         return None;
@@ -313,7 +317,7 @@ async fn a_ref_head_costs_two_requests_or_four_however_long_the_log() {
         store
             .raw
             .put(
-                &Store::hint_path(RefKind::Branch, "main"),
+                &layout::hint(RefKind::Branch, "main"),
                 PutPayload::from(hint),
             )
             .await

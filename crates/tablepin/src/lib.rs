@@ -47,9 +47,6 @@
 //! `export`.
 
 #![warn(missing_docs)]
-// No function of the engine is longer than `clippy.toml`'s threshold: a
-// longer one mixes deciding with doing (ARCHITECTURE.md).
-#![warn(clippy::too_many_lines)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod delta;

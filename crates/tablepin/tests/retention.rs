@@ -414,6 +414,55 @@ async fn commit_and_record(
     expected.insert(c.version, all_rows(r, &c.version).await);
 }
 
+/// Every ref reads back as `expected` says, and its content hash is the
+/// sum of its rows' hashes.
+async fn refs_read_back(r: &Repo, expected: &BTreeMap<VersionId, RecordBatch>) {
+    for kind in [RefKind::Tag, RefKind::Branch] {
+        for rf in r.refs(kind).await.unwrap() {
+            if let Some(want) = expected.get(&rf.target) {
+                let got = all_rows(r, &rf.target).await;
+                assert_eq!(&got, want, "{} {}", kind.dir(), rf.name);
+                let snap = r.snapshot(&rf.target, "t").await.unwrap();
+                let mut h = ContentHash::EMPTY;
+                for x in hash_rows(&got).unwrap() {
+                    h.add(&x);
+                }
+                assert_eq!(snap.content_hash, h);
+            }
+        }
+    }
+}
+
+/// A gc keeping the last `keep_last` versions (and the tags' when
+/// `keep_tags`): the repository verifies after it, and every kept version
+/// reads back exactly as before.
+async fn gc_and_check(
+    r: &Repo,
+    keep_last: Option<usize>,
+    keep_tags: bool,
+    expected: &BTreeMap<VersionId, RecordBatch>,
+) {
+    let plan = r
+        .gc_plan(&GcPolicy {
+            keep_last,
+            keep_tags,
+            grace_ms: 0,
+            sole_writer: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let kept = plan.versions_kept.clone();
+    r.gc_apply(plan).await.unwrap();
+    let v = r.verify(&NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    for id in kept {
+        if let Some(want) = expected.get(&id) {
+            assert_eq!(&all_rows(r, &id).await, want);
+        }
+    }
+}
+
 async fn run_history(steps: Vec<Step>) {
     let (_d, r) = new_repo().await;
     // What every ref's version must read back as: its rows, minus the rows
@@ -491,43 +540,10 @@ async fn run_history(steps: Vec<Step>) {
                 assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
             }
             Step::Gc(keep_last, keep_tags) => {
-                let plan = r
-                    .gc_plan(&GcPolicy {
-                        keep_last,
-                        keep_tags,
-                        grace_ms: 0,
-                        sole_writer: true,
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                let kept = plan.versions_kept.clone();
-                r.gc_apply(plan).await.unwrap();
-                let v = r.verify(&NoProgress).await.unwrap();
-                assert!(v.problems.is_empty(), "{:?}", v.problems);
-                // Every kept version reads back exactly as before.
-                for id in kept {
-                    if let Some(want) = expected.get(&id) {
-                        assert_eq!(&all_rows(&r, &id).await, want);
-                    }
-                }
+                gc_and_check(&r, keep_last, keep_tags, &expected).await
             }
         }
-        // Every ref reads back as expected.
-        for kind in [RefKind::Tag, RefKind::Branch] {
-            for rf in r.refs(kind).await.unwrap() {
-                if let Some(want) = expected.get(&rf.target) {
-                    let got = all_rows(&r, &rf.target).await;
-                    assert_eq!(&got, want, "{} {}", kind.dir(), rf.name);
-                    let snap = r.snapshot(&rf.target, "t").await.unwrap();
-                    let mut h = ContentHash::EMPTY;
-                    for x in hash_rows(&got).unwrap() {
-                        h.add(&x);
-                    }
-                    assert_eq!(snap.content_hash, h);
-                }
-            }
-        }
+        refs_read_back(&r, &expected).await;
     }
     let v = r.verify(&NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use tablepin_store::layout;
 
 use super::{now_ms, retry_pause, Repo};
 use crate::error::{Error, Result};
@@ -170,7 +171,7 @@ impl Repo {
             host: this_host.to_string(),
             pid: std::process::id(),
         };
-        let path = format!("locks/{}-{:016x}.json", kind.name(), rand::random::<u64>());
+        let path = layout::lock(kind.name(), rand::random::<u64>());
         let bytes = serde_json::to_vec(&doc)
             .map_err(|e| Error::Internal(format!("encoding a lease: {e}")))?;
         self.store().create_doc(&path, Bytes::from(bytes)).await?;
@@ -187,8 +188,8 @@ impl Repo {
         this_host: &str,
     ) -> Result<Option<(String, LeaseDoc)>> {
         let now = now_ms();
-        let commits = format!("locks/{}-", LeaseKind::Commit.name());
-        for path in self.store().list_docs("locks").await? {
+        let commits = layout::lock_prefix(LeaseKind::Commit.name());
+        for path in self.store().list_docs(layout::LOCKS).await? {
             if path == own || !path.ends_with(".json") {
                 continue;
             }
@@ -283,7 +284,7 @@ mod tests {
         let gc = repo.take_lease(LeaseKind::Gc).await.unwrap();
         let me = host();
         let erasures = || async {
-            let docs = repo.store().list_docs("locks").await.unwrap();
+            let docs = repo.store().list_docs(layout::LOCKS).await.unwrap();
             docs.into_iter()
                 .filter(|p| p.starts_with("locks/erase-"))
                 .count()

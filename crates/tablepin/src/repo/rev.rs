@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde::Serialize;
 use tablepin_format::{ObjectId, RefKind, VersionId};
+use tablepin_store::layout;
 
 use super::Repo;
 use crate::error::{Error, Result};
@@ -240,15 +241,10 @@ impl Repo {
         let lower = prefix.to_ascii_lowercase();
         let ids: Vec<VersionId> = self
             .store()
-            .list_docs("tombstones")
+            .list_docs(layout::TOMBSTONES)
             .await?
             .iter()
-            .filter_map(|p| {
-                p.strip_prefix("tombstones/")?
-                    .strip_suffix(".json")?
-                    .parse()
-                    .ok()
-            })
+            .filter_map(|p| layout::tombstone_id(p)?.parse().ok())
             .filter(|v: &VersionId| v.to_string().starts_with(&lower))
             .collect();
         match ids.as_slice() {

@@ -20,7 +20,7 @@ use tablepin_format::{
     decode_manifest, ContentHash, ObjectId, RefKind, RowHash, TableSnapshot, Version, VersionId,
 };
 use tablepin_rowhash::hash_rows;
-use tablepin_store::StoreError;
+use tablepin_store::{layout, StoreError};
 
 use super::{Progress, Repo};
 use crate::error::Result;
@@ -453,7 +453,7 @@ impl Repo {
             )),
             Err(e) => problems.push(format!("the repository's config: {e}")),
         }
-        for path in self.store().list_docs("tombstones").await? {
+        for path in self.store().list_docs(layout::TOMBSTONES).await? {
             let read = self.store().get_doc(&path).await;
             let problem = match read {
                 Ok(Some(b)) => serde_json::from_slice::<tablepin_format::Tombstone>(&b)

@@ -24,6 +24,10 @@
 //!    written before any blob is deleted, so an interrupted `gc` leaves a
 //!    repository `verify` passes; running it again finishes the job.
 
+mod keep;
+
+pub(crate) use keep::*;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
@@ -32,6 +36,7 @@ use tablepin_format::{
     decode_manifest, ObjectId, RefKind, TableSnapshot, Tombstone, Version, VersionId,
     FORMAT_VERSION,
 };
+use tablepin_store::layout;
 
 use super::lease::LeaseKind;
 use super::{now_ms, Repo};
@@ -258,7 +263,7 @@ impl Repo {
                     self.store().get_blob(&id.0).await
                 } else {
                     Err(tablepin_store::StoreError::NotFound {
-                        path: format!("objects/{}", id.0.fanout_path()),
+                        path: layout::blob(&id.0).to_string(),
                     })
                 };
                 match read {
@@ -530,226 +535,5 @@ impl Repo {
     }
 }
 
-/// The order a sweep deletes in: the expired versions' records first,
-/// then what they held. A sweep cut short then never leaves a stored
-/// version record without one of its blobs (a version `verify` reaches
-/// through the tombstone of its expired child, and must find whole).
-pub(crate) fn sweep_order<'a>(
-    blobs: &'a [ObjectId],
-    records: &HashSet<ObjectId>,
-) -> impl Iterator<Item = &'a ObjectId> {
-    let (first, then): (Vec<&ObjectId>, Vec<&ObjectId>) =
-        blobs.iter().partition(|b| records.contains(b));
-    first.into_iter().chain(then)
-}
-
-/// Every ref's log, read once (see [`Repo::ref_logs`]).
-struct RefLogs(Vec<(RefKind, String, Vec<tablepin_format::RefEntry>)>);
-
-impl RefLogs {
-    /// The refs of a kind as (name, version, live): the live ones at
-    /// their heads, and those deleted after `deleted_since` (ms) at the
-    /// version they named last.
-    fn roots(&self, kind: RefKind, deleted_since: i64) -> Vec<(String, VersionId, bool)> {
-        self.0
-            .iter()
-            .filter(|(k, _, _)| *k == kind)
-            .filter_map(|(_, name, log)| {
-                let head = log.last()?;
-                match head.target {
-                    Some(t) => Some((name.clone(), t, true)),
-                    None if head.time_ms > deleted_since => {
-                        super::last_named(log).map(|t| (name.clone(), t, false))
-                    }
-                    None => None,
-                }
-            })
-            .collect()
-    }
-
-    /// Every version any entry of any log ever named.
-    fn targets(&self) -> Vec<VersionId> {
-        self.0
-            .iter()
-            .flat_map(|(_, _, log)| log.iter().filter_map(|e| e.target))
-            .collect()
-    }
-}
-
-/// A blob a kept version needs.
-#[derive(Debug, Clone)]
-pub(crate) struct Need {
-    /// "data file", "deletion vector", "version record or snapshot".
-    what: &'static str,
-    /// A version that needs it.
-    version: VersionId,
-    /// Its table, or empty.
-    table: String,
-    /// Its size as recorded, where the listing can check it.
-    bytes: Option<u64>,
-}
-
-impl Need {
-    fn manifest(version: VersionId) -> Self {
-        Need {
-            what: "version record or snapshot",
-            version,
-            table: String::new(),
-            bytes: None,
-        }
-    }
-}
-
-/// Refuses a gc when a blob a kept version needs is missing from the
-/// listing or has another size than its snapshot records: a repository
-/// with damage is left as it is, for `verify` to report and a person to
-/// repair, rather than swept on a partial view.
-fn check_needs(needs: &HashMap<ObjectId, Need>, blobs: &[tablepin_store::BlobMeta]) -> Result<()> {
-    let sizes: HashMap<ObjectId, u64> = blobs.iter().map(|b| (b.id, b.size)).collect();
-    let mut problems: Vec<String> = needs
-        .iter()
-        .filter_map(|(id, n)| {
-            let table = if n.table.is_empty() {
-                String::new()
-            } else {
-                format!(", table '{}'", n.table)
-            };
-            let head = format!(
-                "{} {} of version {}{table}",
-                n.what,
-                id.short(12),
-                n.version.short(12)
-            );
-            match (sizes.get(id), n.bytes) {
-                (None, _) => Some(format!("{head} is missing")),
-                (Some(&got), Some(want)) if got != want => Some(format!(
-                    "{head} has {got} bytes where its snapshot records {want}"
-                )),
-                _ => None,
-            }
-        })
-        .collect();
-    problems.sort();
-    match problems.as_slice() {
-        [] => Ok(()),
-        [first, rest @ ..] => Err(Error::KeptBlobsDamaged {
-            first: first.clone(),
-            more: rest.len(),
-        }),
-    }
-}
-
-fn policy_text(p: &GcPolicy) -> String {
-    let mut parts = Vec::new();
-    if let Some(n) = p.keep_last {
-        parts.push(format!("keep-last {n}"));
-    }
-    if let Some(d) = p.keep_within_ms {
-        parts.push(format!("keep-within {}s", d / 1000));
-    }
-    parts.push(if p.keep_tags {
-        "keep-tags".into()
-    } else {
-        "no-keep-tags".into()
-    });
-    format!("gc: {}", parts.join(", "))
-}
-
-/// The versions a policy keeps (pure): each branch's head, the versions
-/// its rules keep along each branch's chain (newest first, with times),
-/// every version when there are no rules, the targets of tags deleted
-/// within the grace period, and tagged versions when tags are kept. Also
-/// what becomes of each live tag, and the tags no longer readable.
-fn kept_versions(
-    chains: &BTreeMap<String, Vec<(VersionId, i64)>>,
-    tag_roots: &[(String, VersionId, bool)],
-    policy: &GcPolicy,
-    now: i64,
-) -> (BTreeSet<VersionId>, Vec<TagFate>, Vec<String>) {
-    let rules = policy.keep_last.is_some() || policy.keep_within_ms.is_some();
-    let mut kept: BTreeSet<VersionId> = BTreeSet::new();
-    for chain in chains.values() {
-        for (i, (id, t)) in chain.iter().enumerate() {
-            let keep = i == 0
-                || !rules
-                || policy.keep_last.is_some_and(|n| i < n)
-                || policy.keep_within_ms.is_some_and(|d| now - t <= d);
-            if keep {
-                kept.insert(*id);
-            }
-        }
-    }
-    // A tag deleted within the grace period keeps its version.
-    for (_, target, live) in tag_roots {
-        if !live {
-            kept.insert(*target);
-        }
-    }
-    let mut fates = Vec::new();
-    let mut tags_deleted = Vec::new();
-    for (name, target, _) in tag_roots.iter().filter(|r| r.2) {
-        if policy.keep_tags || !rules {
-            kept.insert(*target);
-        }
-        let readable = kept.contains(target);
-        if !readable {
-            tags_deleted.push(name.clone());
-        }
-        fates.push(TagFate {
-            name: name.clone(),
-            version: *target,
-            readable,
-        });
-    }
-    (kept, fates, tags_deleted)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v(n: u8) -> VersionId {
-        VersionId(ObjectId::of(&[n]))
-    }
-
-    #[test]
-    fn a_policy_keeps_heads_its_rules_and_tags_it_is_told_to() {
-        // main: v5 (newest) .. v1, one version a day; tags on v1 and v2,
-        // and v3's tag deleted within the grace period.
-        let day = 86_400_000;
-        let chain: Vec<(VersionId, i64)> =
-            (1..=5).rev().map(|n| (v(n), i64::from(n) * day)).collect();
-        let chains = BTreeMap::from([("main".to_string(), chain)]);
-        let tags = vec![
-            ("old".to_string(), v(1), true),
-            ("mid".to_string(), v(2), true),
-            ("gone".to_string(), v(3), false),
-        ];
-        let last2 = GcPolicy {
-            keep_last: Some(2),
-            keep_tags: false,
-            ..Default::default()
-        };
-        let (kept, fates, deleted) = kept_versions(&chains, &tags, &last2, 5 * day);
-        assert_eq!(kept, BTreeSet::from([v(5), v(4), v(3)]));
-        assert_eq!(deleted, ["old", "mid"]);
-        assert!(fates.iter().all(|f| !f.readable));
-        let with_tags = GcPolicy {
-            keep_tags: true,
-            ..last2.clone()
-        };
-        let (kept, _, deleted) = kept_versions(&chains, &tags, &with_tags, 5 * day);
-        assert_eq!(kept.len(), 5);
-        assert!(deleted.is_empty());
-        let within = GcPolicy {
-            keep_within_ms: Some(day),
-            keep_tags: false,
-            ..Default::default()
-        };
-        let (kept, _, _) = kept_versions(&chains, &tags, &within, 5 * day);
-        assert_eq!(kept, BTreeSet::from([v(5), v(4), v(3)]));
-        // No rules: everything is kept.
-        let (kept, _, _) = kept_versions(&chains, &tags, &GcPolicy::default(), 5 * day);
-        assert_eq!(kept.len(), 5);
-    }
-}
+mod tests;
