@@ -122,7 +122,6 @@ fn read_plain(path: &std::path::Path, keep: bool) -> Result<(usize, Vec<RecordBa
 }
 
 /// Runs the benchmarks; returns their figures.
-#[allow(clippy::too_many_lines)] // to be cut into named phases (issue 42)
 pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     let dir = tempfile::tempdir().map_err(|e| LabError::Other(e.to_string()))?;
     let settings = WriteSettings::default();
@@ -136,16 +135,60 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     if opts.verbose {
         eprintln!("base: {n} rows, {base_bytes} bytes in {first_s:.2}s");
     }
+    let weekly = weekly_bench(&repo, &base, base_bytes, &settings, opts).await?;
+    let plain = dir.path().join("plain.parquet");
+    let read_head = head_bench(&repo, &plain, &settings, opts.repeat.max(1)).await?;
+    let query = query_bench(&repo, &plain, opts.repeat.max(1)).await?;
+    let overwrite = overwrite_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
+    let merge = merge_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
 
-    // Weekly commit against a full rewrite, interleaved.
+    // verify.
+    let vr = repo.verify(&tablepin::NoProgress).await?;
+    if !vr.problems.is_empty() {
+        return Err(LabError::Other(format!(
+            "verify found problems: {:?}",
+            vr.problems
+        )));
+    }
+    let (stored, _) = repo.stored().await?;
+    let mut out = json!({
+        "rows": n,
+        "repeat": opts.repeat,
+        "threads": tablepin_format::threads(),
+        "base_commit_seconds": first_s,
+        "weekly_commit": weekly,
+        "read_head": read_head,
+        "query": query,
+        "overwrite": overwrite,
+        "merge": merge,
+        "verify": {
+            "mb_per_s": vr.mb_per_s, "seconds": vr.seconds, "bytes": vr.bytes, "blobs": vr.blobs,
+            "rows_hashed": vr.rows_hashed, "repository_bytes": stored,
+        },
+    });
+    if let Some(data) = &opts.data {
+        out["lab_gc_erase"] = lab_gc_erase(data, dir.path()).await?;
+    }
+    Ok(out)
+}
+
+/// The weekly commit (10,000 new rows, 150 changed) against a full
+/// rewrite of the table as one Parquet file, interleaved.
+async fn weekly_bench(
+    repo: &Repo,
+    base: &RecordBatch,
+    base_bytes: u64,
+    settings: &WriteSettings,
+    opts: &BenchOptions,
+) -> Result<Value, LabError> {
     let mut commit_s = Vec::new();
     let mut rewrite_s = Vec::new();
     let mut weekly_bytes = Vec::new();
     let mut current: Vec<RecordBatch> = vec![base.clone()];
-    let mut next_id = n as i64;
+    let mut next_id = opts.rows as i64;
     let (mut commit_cpu, mut rewrite_cpu) = (CpuTotal(Some(0.0)), CpuTotal(Some(0.0)));
     for r in 0..opts.repeat.max(1) {
-        let (input, added) = weekly_input(&base, r, next_id)?;
+        let (input, added) = weekly_input(base, r, next_id)?;
         next_id += 10_000;
         let t = Instant::now();
         let cpu = cpu_seconds();
@@ -167,7 +210,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
         current.push(added);
         let t = Instant::now();
         let cpu = cpu_seconds();
-        let full = parquet_bytes(&current, &settings)?;
+        let full = parquet_bytes(&current, settings)?;
         rewrite_cpu.add_since(cpu);
         rewrite_s.push(t.elapsed().as_secs_f64());
         if opts.verbose {
@@ -180,25 +223,43 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
             );
         }
     }
+    let (commit_m, rewrite_m) = (median(commit_s.clone()), median(rewrite_s.clone()));
+    Ok(json!({
+        "seconds_median": commit_m, "full_rewrite_seconds_median": rewrite_m,
+        "ratio": commit_m / rewrite_m, "target_ratio": 0.05,
+        "bytes_new_median": median(weekly_bytes.clone()), "table_bytes": base_bytes,
+        "bytes_share": median(weekly_bytes) / base_bytes as f64,
+        "seconds": commit_s, "full_rewrite_seconds": rewrite_s,
+        // CPU time on all threads, summed over the runs.
+        "cpu_seconds": commit_cpu.0, "full_rewrite_cpu_seconds": rewrite_cpu.0,
+        "cpu_ratio": commit_cpu.0.zip(rewrite_cpu.0).map(|(c, w)| c / w),
+    }))
+}
 
-    // Read the head against one plain Parquet file of the same rows.
+/// Reading the head against one plain Parquet file of the same rows
+/// (written to `plain`, kept for the query bench), interleaved.
+async fn head_bench(
+    repo: &Repo,
+    plain: &std::path::Path,
+    settings: &WriteSettings,
+    repeat: usize,
+) -> Result<Value, LabError> {
     let head = repo.read("main", "sales", None).await?;
-    let plain = dir.path().join("plain.parquet");
-    std::fs::write(&plain, parquet_bytes(&head.batches, &settings)?)
+    std::fs::write(plain, parquet_bytes(&head.batches, settings)?)
         .map_err(|e| LabError::Other(e.to_string()))?;
     let mut head_s = Vec::new();
     let mut plain_s = Vec::new();
     let mut streamed_s = Vec::new();
     let rows = head.stats.rows;
     drop(head);
-    for _ in 0..opts.repeat.max(1) {
+    for _ in 0..repeat {
         let t = Instant::now();
         let h = repo.read("main", "sales", None).await?;
         head_s.push(t.elapsed().as_secs_f64());
         drop(h);
         for (keep, times) in [(true, &mut plain_s), (false, &mut streamed_s)] {
             let t = Instant::now();
-            let (got, kept) = read_plain(&plain, keep)?;
+            let (got, kept) = read_plain(plain, keep)?;
             times.push(t.elapsed().as_secs_f64());
             drop(kept);
             if got as u64 != rows {
@@ -208,59 +269,16 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
             }
         }
     }
-
-    let query = query_bench(&repo, &plain, opts.repeat.max(1)).await?;
-    let overwrite = overwrite_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
-    let merge = merge_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
-
-    // verify.
-    let vr = repo.verify(&tablepin::NoProgress).await?;
-    if !vr.problems.is_empty() {
-        return Err(LabError::Other(format!(
-            "verify found problems: {:?}",
-            vr.problems
-        )));
-    }
-    let (stored, _) = repo.stored().await?;
-
-    let (commit_m, rewrite_m) = (median(commit_s.clone()), median(rewrite_s.clone()));
     let (head_m, plain_m) = (median(head_s.clone()), median(plain_s.clone()));
     let streamed_m = median(streamed_s.clone());
-    let mut out = json!({
-        "rows": n,
-        "repeat": opts.repeat,
-        "threads": tablepin_format::threads(),
-        "base_commit_seconds": first_s,
-        "weekly_commit": {
-            "seconds_median": commit_m, "full_rewrite_seconds_median": rewrite_m,
-            "ratio": commit_m / rewrite_m, "target_ratio": 0.05,
-            "bytes_new_median": median(weekly_bytes.clone()), "table_bytes": base_bytes,
-            "bytes_share": median(weekly_bytes) / base_bytes as f64,
-            "seconds": commit_s, "full_rewrite_seconds": rewrite_s,
-            // CPU time on all threads, summed over the runs.
-            "cpu_seconds": commit_cpu.0, "full_rewrite_cpu_seconds": rewrite_cpu.0,
-            "cpu_ratio": commit_cpu.0.zip(rewrite_cpu.0).map(|(c, w)| c / w),
-        },
-        "read_head": {
-            "seconds_median": head_m, "plain_parquet_seconds_median": plain_m,
-            "ratio": head_m / plain_m, "target_ratio": 1.1, "rows": rows,
-            "seconds": head_s, "plain_seconds": plain_s,
-            "plain_streamed_seconds_median": streamed_m,
-            "ratio_to_streamed": head_m / streamed_m,
-            "plain_streamed_seconds": streamed_s,
-        },
-        "query": query,
-        "overwrite": overwrite,
-        "merge": merge,
-        "verify": {
-            "mb_per_s": vr.mb_per_s, "seconds": vr.seconds, "bytes": vr.bytes, "blobs": vr.blobs,
-            "rows_hashed": vr.rows_hashed, "repository_bytes": stored,
-        },
-    });
-    if let Some(data) = &opts.data {
-        out["lab_gc_erase"] = lab_gc_erase(data, dir.path()).await?;
-    }
-    Ok(out)
+    Ok(json!({
+        "seconds_median": head_m, "plain_parquet_seconds_median": plain_m,
+        "ratio": head_m / plain_m, "target_ratio": 1.1, "rows": rows,
+        "seconds": head_s, "plain_seconds": plain_s,
+        "plain_streamed_seconds_median": streamed_m,
+        "ratio_to_streamed": head_m / streamed_m,
+        "plain_streamed_seconds": streamed_s,
+    }))
 }
 
 /// A merge of a branch with 1,000 changed rows into main with 1,000 other

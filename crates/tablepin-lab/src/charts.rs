@@ -49,9 +49,19 @@ fn round_tick(v: f64) -> String {
 }
 
 /// The Markdown report.
-#[allow(clippy::too_many_lines)] // to be cut into named phases (issue 42)
 pub fn report(r: &Value) -> String {
     let mut s = String::new();
+    head_and_figures(&mut s, r);
+    bytes_and_files(&mut s, r);
+    checks_and_returns(&mut s, r);
+    as_of(&mut s, r);
+    repository_and_retention(&mut s, r);
+    playground_and_dvc(&mut s, r);
+    s
+}
+
+/// The title, the data and the figures beside the original experiment's.
+fn head_and_figures(s: &mut String, r: &Value) {
     let _ = writeln!(
         s,
         "# The Online Retail II experiment, reproduced by `tablepin lab`\n"
@@ -97,6 +107,10 @@ pub fn report(r: &Value) -> String {
             }
         );
     }
+}
+
+/// Bytes stored, bytes added by kind of commit, and files.
+fn bytes_and_files(s: &mut String, r: &Value) {
     let _ = writeln!(s, "\n## Bytes stored for all {} versions\n", r["commits"]);
     let _ = writeln!(
         s,
@@ -143,6 +157,10 @@ pub fn report(r: &Value) -> String {
         "\n(tablepin returns {} rows; its files also hold rows its deletion vectors hide.)",
         r["last_version_rows_read"]["tablepin_returned"]
     );
+}
+
+/// The checks each kind of commit fired, and the returns' ages.
+fn checks_and_returns(s: &mut String, r: &Value) {
     let _ = writeln!(s, "\n## Checks fired, by kind of commit (reference: the lab's own; tablepin: its commit records)\n");
     let _ = writeln!(s, "| kind | commits | rows | schema | files | content | tablepin rows | schema | files | content |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     if let (Some(refc), Some(tp)) = (
@@ -183,6 +201,10 @@ pub fn report(r: &Value) -> String {
         "Month files rewritten a week: median {} (original 7), max {} (original 20), {:.1}% of weeks more than one (original 96.2%).",
         m["median"], m["max"], 100.0 * num(m.get("share_over_one"))
     );
+}
+
+/// Each tag against today's lines, and tablepin's own diff of it.
+fn as_of(s: &mut String, r: &Value) {
     let _ = writeln!(s, "\n## As of each tag\n\nToday's lines dated before the end of the tag's week, against the tag; then with the returns also filtered by date.\n");
     let _ = writeln!(s, "| week | tag lines | changed | only in tag | units (tag) | units (today) | changed, returns by date | units, returns by date |\n|---:|---:|---:|---:|---:|---:|---:|---:|");
     if let Some(rows) = r["as_of"].as_array() {
@@ -218,6 +240,10 @@ pub fn report(r: &Value) -> String {
             );
         }
     }
+}
+
+/// The repository left behind, the tags read back, retention and erasure.
+fn repository_and_retention(s: &mut String, r: &Value) {
     let _ = writeln!(s, "\n## The repository\n\nThe experiment's tablepin repository is left in `{}/` ({} versions, the {} tags, the customer erased from all of them), to explore:\n\n```sh\ntablepin --repo OUT/{0} log\ntablepin --repo OUT/{0} show week-51\ntablepin --repo OUT/{0} diff week-51 main sales --stat\ntablepin --repo OUT/{0} sql 'SELECT Country, sum(returned) FROM \"sales@week-51\" GROUP BY Country ORDER BY 2 DESC LIMIT 5'\ntablepin --repo OUT/{0} export week-51 sales -o week-51.parquet\n```\n\n(OUT is the folder given to `--out`.)", r["repository"].as_str().unwrap_or("repo"), r["commits"], tag_count(r));
     let _ = writeln!(s, "\n## Tags read back\n");
     if let Some(o) = r["tags_read_back_of"].as_object() {
@@ -273,8 +299,6 @@ pub fn report(r: &Value) -> String {
         s,
         "\n![bytes stored](stored.svg)\n\n![bytes added by kind](added_by_kind.svg)"
     );
-    playground_and_dvc(&mut s, r);
-    s
 }
 
 /// The report's sections on the playground page and the DVC check.

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use arrow::array::RecordBatch;
 use serde_json::{json, Value};
 use tablepin::{CommitOptions, Mode, Repo, Store, WriteSettings};
 
@@ -34,9 +35,57 @@ fn median_u(v: &[u64]) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
+impl Setup {
+    /// Week `r`: the weekly commit of `input`, then a read of the head,
+    /// each timed and its requests counted.
+    async fn week(&mut self, r: usize, input: &RecordBatch) -> Result<(), LabError> {
+        let before = self.repo.store().requests();
+        let t = Instant::now();
+        self.repo
+            .commit(
+                "sales",
+                input.schema(),
+                vec![input.clone()],
+                &CommitOptions {
+                    mode: Mode::Upsert,
+                    message: format!("week {r}"),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        self.commit_s.push(t.elapsed().as_secs_f64());
+        self.commit_kinds = self.repo.store().requests().since(&before);
+        self.commit_requests.push(self.commit_kinds.total());
+        let before = self.repo.store().requests();
+        let t = Instant::now();
+        let head = self.repo.read("main", "sales", None).await?;
+        self.read_s.push(t.elapsed().as_secs_f64());
+        let cost = self.repo.store().requests().since(&before);
+        self.read_requests.push(cost.total());
+        self.read_gets.push(cost.get);
+        self.files = head.stats.files as u64;
+        Ok(())
+    }
+
+    /// The figures of this store.
+    fn figures(&self) -> Value {
+        json!({
+            "store": self.name,
+            "weekly_commit_seconds_median": median(self.commit_s.clone()),
+            "weekly_commit_requests_median": median_u(&self.commit_requests),
+            "weekly_commit_requests_last": self.commit_kinds,
+            "head_read_seconds_median": median(self.read_s.clone()),
+            "head_read_requests_median": median_u(&self.read_requests),
+            "head_read_gets_median": median_u(&self.read_gets),
+            "head_data_files": self.files,
+            "weekly_commit_seconds": self.commit_s,
+            "head_read_seconds": self.read_s,
+        })
+    }
+}
+
 /// Runs the benchmark on a local folder, on `remote`, and on `remote` with
 /// `latency` added per request.
-#[allow(clippy::too_many_lines)] // to be cut into named phases (issue 42)
 pub async fn run(
     remote: &str,
     rows: usize,
@@ -88,50 +137,10 @@ pub async fn run(
         let (input, _) = crate::bench::weekly_input(&base, r, next_id)?;
         next_id += 10_000;
         for s in &mut setups {
-            let before = s.repo.store().requests();
-            let t = Instant::now();
-            s.repo
-                .commit(
-                    "sales",
-                    input.schema(),
-                    vec![input.clone()],
-                    &CommitOptions {
-                        mode: Mode::Upsert,
-                        message: format!("week {r}"),
-                        ..Default::default()
-                    },
-                )
-                .await?;
-            s.commit_s.push(t.elapsed().as_secs_f64());
-            s.commit_kinds = s.repo.store().requests().since(&before);
-            s.commit_requests.push(s.commit_kinds.total());
-            let before = s.repo.store().requests();
-            let t = Instant::now();
-            let head = s.repo.read("main", "sales", None).await?;
-            s.read_s.push(t.elapsed().as_secs_f64());
-            let cost = s.repo.store().requests().since(&before);
-            s.read_requests.push(cost.total());
-            s.read_gets.push(cost.get);
-            s.files = head.stats.files as u64;
+            s.week(r, &input).await?;
         }
     }
-    let out: Vec<Value> = setups
-        .iter()
-        .map(|s| {
-            json!({
-                "store": s.name,
-                "weekly_commit_seconds_median": median(s.commit_s.clone()),
-                "weekly_commit_requests_median": median_u(&s.commit_requests),
-                "weekly_commit_requests_last": s.commit_kinds,
-                "head_read_seconds_median": median(s.read_s.clone()),
-                "head_read_requests_median": median_u(&s.read_requests),
-                "head_read_gets_median": median_u(&s.read_gets),
-                "head_data_files": s.files,
-                "weekly_commit_seconds": s.commit_s,
-                "head_read_seconds": s.read_s,
-            })
-        })
-        .collect();
+    let out: Vec<Value> = setups.iter().map(Setup::figures).collect();
     let commands = command_costs(&format!("{remote}/bench-{stamp}-c")).await?;
     Ok(json!({
         "commands": commands,
