@@ -15,6 +15,15 @@
 //!
 //! Deciding is pure ([`plan_commits`], [`delta_schema`], [`dv_descriptor`]);
 //! [`Repo::export_delta`] reads the snapshots and writes the folder.
+//!
+//! What each commit says: the first adds every file; each next removes the
+//! file and deletion-vector pairs that went and adds the ones that came. A
+//! deletion vector is Delta's `RoaringBitmapArray` (magic 1681511377, one
+//! 32-bit bitmap under key 0), Z85-encoded inline. A view in a bucket is
+//! opened as a repository's URL is (`Store::bucket`); its files and log
+//! entries are created put-if-absent, and the prefix must be empty. Each
+//! `add` carries `numRecords`, which polars needs for a file with a deletion
+//! vector.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

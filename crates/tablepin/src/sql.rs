@@ -18,6 +18,16 @@
 //! reading (DataFusion evaluates them again on what it gets, so a filter
 //! it cannot push is still right), stops at a limit, and verifies every
 //! blob it reads against its name.
+//!
+//! Before planning, the query's table references are resolved and each
+//! registered as a [`VersionTable`]. Its scan is a `StreamingTableExec`
+//! whose partitions each stream every n-th file of the snapshot
+//! (`table::stream::Scan`). A file whose key range rules out every row the
+//! filters match is never fetched (DataFusion's `PruningPredicate` over the
+//! snapshot's key ranges); `ReadStats::files_skipped` and `rows_decoded`
+//! count what was spared. Filters are marked `Inexact`, and no order is
+//! promised, so a `count(*) ... WHERE Country = 'France'` decodes one column
+//! and pays no merge.
 
 use std::sync::{Arc, Mutex};
 

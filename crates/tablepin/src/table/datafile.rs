@@ -7,6 +7,30 @@
 //! deletion vector into a Parquet `RowSelection`, so deleted rows are skipped
 //! while decoding instead of being filtered out afterwards (which would copy
 //! every batch that holds one).
+//!
+//! # The settings, and why
+//!
+//! zstd, pages of 1,024 rows with a page index, dictionaries up to 128 KiB
+//! per column chunk (past that a column falls back to plain encoding), one
+//! row group of 256 Ki rows a file (`row_group_rows` = `file_rows`). Small
+//! pages and small dictionaries make a few-row read cheap: a read of 40 rows
+//! from a 256 Ki-row file decodes the pages that hold them and at most
+//! 128 KiB of dictionary per column, not 1 MiB (BENCHMARKS.md). One group a
+//! file, because a read of a few rows sets up a page reader and a zstd
+//! context per column chunk, and a second group doubled that. A single-column
+//! key has no dictionary (`plain_key`): it is unique in a file.
+//!
+//! With adaptive encoding (`adaptive_encoding`) the encodings also follow the
+//! rows being written: a column whose first 4,096 rows are over half distinct
+//! gets no dictionary; integer, date and timestamp columns without one are
+//! delta-encoded; text and binary columns without one (or past their
+//! dictionary) are written as lengths then bytes (`length_encoding`,
+//! DELTA_LENGTH_BYTE_ARRAY). Every writer of a table's files (commit,
+//! compaction, erasure) takes its properties from
+//! `WriteSettings::properties_for(key, rows)`, a function of the settings and
+//! the rows alone, so the same rows give the same bytes whichever writes
+//! them. A file's column chunks are encoded on all cores and spliced in
+//! column order; the bytes are those of one `ArrowWriter`.
 
 use std::collections::HashSet;
 use std::ops::Range;

@@ -11,6 +11,13 @@
 //! removed or changed: by key for a keyed table (a key on both sides whose
 //! values differ is changed; one whose values are equal only moved, as
 //! compaction moves rows), as a multiset of rows for an unkeyed one.
+//!
+//! Of a data file both sides have under the same deletion vector, nothing is
+//! read; under different vectors, only the positions one hides and the other
+//! sees (`Select::Positions`); a file only one side has is read live. The
+//! result equals a diff of both versions read whole (proptest
+//! `a_diff_equals_the_diff_of_both_versions_read_whole`). `restore` writes a
+//! version naming the snapshots of the revision, so it adds no data blob.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

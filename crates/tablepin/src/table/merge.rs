@@ -8,6 +8,16 @@
 //! table whose files do not overlap (the common case: appends of growing
 //! keys) is one slice per batch, as cheap as reading the files in order;
 //! rows moved by an upsert cost two slices each.
+//!
+//! # What a keyed read does
+//!
+//! A read hands every file to `Store::map_blobs`, which reads, verifies and
+//! decodes each file (minus its deletion vector, as a Parquet `RowSelection`)
+//! as one job on all cores; a local folder is read inside the job, so the
+//! bytes are hashed and decoded while in cache. The merge then emits
+//! zero-copy slices of whole runs, joining runs under 64 rows. A single
+//! integer key is compared as `i64` (`keys::SortKeys`); other keys through
+//! `arrow_row`.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

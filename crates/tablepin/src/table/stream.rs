@@ -11,6 +11,15 @@
 //! decoding, as are the rows the deletion vector hides. No order is
 //! promised: a query engine that wants one sorts, and the merge of a keyed
 //! read ([`super::scan`]) is not paid.
+//!
+//! A keyed table streamed in key order (`Repo::scan_stream`, what `export`
+//! writes from) is merged as its files decode a batch at a time
+//! (`merge::MergeIter`), one group of files whose key ranges overlap at a
+//! time, in key order, the next group read meanwhile: memory holds a group's
+//! verified bytes and one batch per file, not the table (after `compact`, a
+//! group is a file). `cat --limit` keeps its own read of the few files that
+//! can hold the first rows (`read_first`), which fetches fewer files than a
+//! merge of all of them would.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

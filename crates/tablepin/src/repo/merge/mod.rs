@@ -12,6 +12,22 @@
 //!
 //! Conflicts that no resolution settles leave the branch untouched: the
 //! result names them, row by row, and nothing is written.
+//!
+//! The base is found breadth first from ours, over every parent.
+//! `diff::unshared_many` reads a base file once for both sides (the union of
+//! the positions they hide) and says where each row it read is stored. Alike
+//! changes apply once; conflicts are settled by a side, by a person's rows,
+//! or reported. The delete's blobs are stored before the upsert plans on its
+//! deletion vectors, so counts, checks and the content hash come out as a
+//! commit's would. The upsert skips the planner's key look-up when the diffs
+//! already say where ours holds each key (`threeway::ours_rows`,
+//! `plan::plan_known`): same schemas and keys on all three sides, no
+//! deletes, no resolution. The version has two parents (ours first: `log`
+//! follows first parents, `log --graph` every one); a fast-forward appends a
+//! ref entry only. `revert REV` is the same merge with REV as the base and
+//! its first parent as theirs. Proptest
+//! `a_merge_equals_the_merge_of_the_three_versions_read_whole` checks the
+//! rows and content hash against the merge computed from whole reads.
 
 mod land;
 mod tables;

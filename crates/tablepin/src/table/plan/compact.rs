@@ -1,5 +1,18 @@
 //! Compaction: the table's live rows written again as full files in key
 //! order, and the automatic compaction of a commit.
+//!
+//! A commit compacts when the rows deletion vectors hide pass
+//! `compact_hidden_permille` (default 10, i.e. 1%) of the rows in the
+//! table's files: the files hiding the most are rewritten with their live
+//! rows only, until under half of that, so reads stay within 1% of a fully
+//! compacted table. `tablepin compact` (`Transaction::compact`, the commit
+//! mode `Mode::Compact`, `plan_compact`) goes further on request: every live
+//! row is written again as full files in key order, so files' key ranges no
+//! longer overlap; the new files' row hashes must add up to the snapshot's
+//! content hash, or nothing is written. It goes through the commit path
+//! (retries, crash safety, checks), and a table already in that layout gets
+//! no version (`Error::AlreadyCompact`, which `Transaction::compact` reports
+//! as `None`).
 
 use super::*;
 

@@ -7,6 +7,47 @@
 //! the new rows' hashes and subtracting the removed ones. A full read of the
 //! parent happens only for `overwrite`, whose input is the whole table, and
 //! on a schema change, which changes every row's hash.
+//!
+//! # What each mode reads
+//!
+//! - Upsert, append and delete (`lookup::LookUp`) read each parent file at
+//!   most once per commit, and only the files whose key range can hold an
+//!   input key (two binary searches over the input's keys in key order per
+//!   file). Their deletion vectors are read before the commit's CPU-bound
+//!   work starts (on two busy cores, small reads otherwise waited for
+//!   milliseconds). In those files, the key pages whose page-index range can
+//!   hold an input key are read (none in a file whose integer keys are dense,
+//!   as many as its rows from its smallest to its largest: a key's row is
+//!   then key - smallest), then the pages of the old rows found, by
+//!   `RowSelection` over the page index. Each file is read, verified, opened,
+//!   looked up and its found rows hashed as one job (`Store::map_blobs`). A
+//!   data file is opened with its page locations only (the offset index,
+//!   `PageIndex::Locations`); the pages' smallest and largest values (the
+//!   column index) are parsed only for a file whose key pages are looked up
+//!   (`PageIndex::WithStats`).
+//! - Overwrite (the whole table) sums the input's row hashes first: when they
+//!   add up to the parent's content hash over as many rows, the input is the
+//!   parent's rows (in whatever order) and nothing is read. For a keyed
+//!   table, a group of overlapping files that hide no rows is left unread
+//!   when the input rows in its key range are as many and add up to its
+//!   files' `hash_sum`s (`decide::overwrite_scope`). A file alone in its key
+//!   range that hides no rows and gets back as many input rows, whose sum
+//!   differs, is compared with them position by position (`decide::Aligned`,
+//!   `align::row_differences`: the columns' bits, with Arrow's
+//!   `not_distinct`): when every key matches, only the rows that differ are
+//!   hashed and no key is looked up; otherwise (another key, a nested
+//!   column) it is decided by key. Every other file is read whole and its
+//!   rows matched to the input's by a merge join in key order
+//!   (`decide::join_by_key`); matched pairs are compared by value the same
+//!   way, so only the rows that changed and the rows gone are hashed
+//!   (`overwrite::compare_joined`, then `decide::by_join`).
+//! - The input is hashed on a worker thread meanwhile, and, when every input
+//!   row is expected to be written (no parent, append, upsert), the new data
+//!   file is written on another: the look-up then only confirms it (a weekly
+//!   commit's appended and changed rows); when some row turns out the same
+//!   again, that file is dropped and the rows are written afterwards. Old
+//!   positions go into new deletion vectors; the content hash is updated by
+//!   adding new rows' hashes and subtracting removed ones.
 
 mod compact;
 mod delete;
