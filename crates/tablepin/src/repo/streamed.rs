@@ -18,6 +18,13 @@
 //! as a commit of one window does, so no gc or erasure may delete
 //! unreferenced blobs meanwhile. Streamed commits do not wait for each
 //! other.
+//!
+//! `tablepin commit` streams a file of more than `--window-rows` rows
+//! (2,097,152 by default). Where a window's cut falls after its last key it
+//! is moved back to a multiple of the file size, so new files are whole as
+//! one commit writes them. The rows, content hash, counts and checks equal
+//! those of one commit of the whole input (`tests/streamed.rs`); the files
+//! may not, since each window compacts its own part.
 
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;

@@ -28,6 +28,16 @@
 //! the data that was erased. We chose this over encrypting the predicate
 //! under a user-held key because the proof then needs no secret and checks
 //! rows, not a predicate that later schema changes could reinterpret.
+//!
+//! When the repository moved since the plan (a commit moved a branch, a gc
+//! expired a version it replaces), apply plans again and retries; after the
+//! first lost race it first holds each branch it moves (a ref entry naming
+//! the same version with a `RefHold`, which lapses on its own after two
+//! minutes), so that commits, which start from `Repo::head_to_write`, wait
+//! rather than outrun a plan that reads every version. The audit record
+//! holds only what was done: the replacements the refs reach and the moves
+//! the ref logs show. Readers follow a replacement only where no tombstone
+//! stands, and an interrupted erasure's only once it is stored.
 
 mod apply;
 mod audit;

@@ -10,6 +10,18 @@
 //! Its input is rows in memory, a stream of rows (`repo::streamed`), or
 //! data files other processes wrote and described (`table::staged`): many
 //! workers write, one driver commits them as one version.
+//!
+//! [`Transaction::plan`] decides and writes nothing, [`Transaction::apply`]
+//! lands a reviewed plan, [`Transaction::attempt`] lands once or loses the
+//! race, and [`Transaction::commit`] is the only retry loop. Staged files
+//! (`Transaction::stage`, described as `StagedFiles`, JSON: blob, rows,
+//! bytes, the sum of the rows' hashes, key range) enter the snapshot as
+//! written; the driver reads only their key columns and the staged rows that
+//! meet a parent key. Staged and streamed commits hold the commit lease,
+//! since they cannot write their blobs again when they land; a staged file a
+//! gc removed is named (`Error::StagedGone`) and nothing lands; files the
+//! table holds already land nothing again (a driver that commits twice makes
+//! one version).
 
 mod land;
 mod prepare;
