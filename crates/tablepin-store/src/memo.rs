@@ -15,6 +15,9 @@
 //! turns it on for each command, which lives seconds; a long-lived process
 //! (a Python session) keeps it off, so that a blob another process erased
 //! is not served from its memory later.
+//! Refs and documents are never kept: they change, and reading them again
+//! is how apply checks its plan still fits. `--stats` counts a GET of a
+//! blob read before as repeated.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

@@ -1,4 +1,15 @@
 //! Requests tried again when they fail for a reason that may pass.
+//!
+//! Failures that may pass (5xx, throttling, timeouts, a read shorter than
+//! the object's range) are tried 4 times in all, with a pause that
+//! quadruples from 25 ms; `object_store`'s own HTTP retries come first.
+//! A retried put-if-absent is ambiguous: its first attempt may have
+//! landed. A blob that then "already exists" is fine (same name, same
+//! bytes). A ref entry that already exists is compared with this writer's
+//! bytes, and when they are equal it is this writer's own (time, author,
+//! message and target make another writer's entry differ), not a conflict
+//! to rebase on. A document (audit record, tombstone, lease) is compared
+//! the same way when an earlier attempt of the same call failed.
 
 /// How often a request that failed for a reason that may pass is made in
 /// all, and the pause before the first retry (it quadruples each time).
