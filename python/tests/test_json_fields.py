@@ -120,6 +120,10 @@ def binding(tmp_path_factory):
     out = {"commit": raw.commit("sales", path=str(d / "v1.parquet"), mode="upsert", key=["id"], message="m")}
     out["log"] = raw.log("main", None, None)
     out["show"] = raw.show("main")
+    repo.tag("t1")
+    raw.commit("sales", path=str(d / "v1.parquet"), mode="delete", key=["id"], message="m2")
+    out["refs"] = raw.refs("tag")
+    out["restore"] = raw.restore("t1", None, "back", None)
     return {k: json.loads(v) for k, v in out.items()}
 
 
@@ -130,23 +134,31 @@ LEFT_OUT = {
     "commit": {"version_bytes"},
     "log": set(),
     "show": set(),
+    # How many entries a ref's log holds: the command line's listing shows
+    # it; a Python Ref names what it points at (`Repo.refs` lists them).
+    "refs": {"entries"},
+    "restore": set(),
 }
 
 
 @pytest.mark.parametrize(
-    "method, cls, renamed",
+    "method, cls, renamed, added",
     [
-        ("commit", tablepin.Version, {}),
+        ("commit", tablepin.Version, {}, set()),
         # Python names a version `version` wherever it is one, and turns
         # milliseconds into a datetime.
-        ("log", tablepin.LogEntry, {"version": "id", "time": "time_ms"}),
-        ("show", tablepin.VersionInfo, {"time": "time_ms"}),
+        ("log", tablepin.LogEntry, {"version": "id", "time": "time_ms"}, set()),
+        ("show", tablepin.VersionInfo, {"time": "time_ms"}, set()),
+        # A Ref says which kind it is, which the call that listed it knows.
+        ("refs", tablepin.Ref, {"version": "target", "time": "time_ms"}, {"kind"}),
+        # `from` is a keyword in Python.
+        ("restore", tablepin.Restored, {"source": "from"}, set()),
     ],
 )
-def test_python_types_carry_what_the_binding_gives(binding, method, cls, renamed):
+def test_python_types_carry_what_the_binding_gives(binding, method, cls, renamed, added):
     value = binding[method]
     given = set((value[0] if isinstance(value, list) else value).keys())
-    python = {renamed.get(f, f) for f in fields(cls)}
+    python = {renamed.get(f, f) for f in fields(cls) if f not in added}
     assert python - given == set(), f"{cls.__name__} has fields the binding's {method} does not give"
     assert given - python == LEFT_OUT[method], f"the binding's {method} gives fields {cls.__name__} lacks"
 
@@ -154,7 +166,8 @@ def test_python_types_carry_what_the_binding_gives(binding, method, cls, renamed
 def test_the_binding_gives_what_the_command_line_prints(outputs, binding):
     """One output type each: the binding's JSON is the command line's, but
     for times (milliseconds, not RFC 3339 text)."""
-    for method in ("commit", "log", "show"):
-        printed = outputs[method][0] if isinstance(outputs[method], list) else outputs[method]
+    commands = {"commit": "commit", "log": "log", "show": "show", "refs": "tag --list", "restore": "restore"}
+    for method, command in commands.items():
+        printed = outputs[command][0] if isinstance(outputs[command], list) else outputs[command]
         given = binding[method][0] if isinstance(binding[method], list) else binding[method]
         assert {k.replace("time_ms", "time") for k in given} == set(printed), method
