@@ -110,6 +110,11 @@ def fields(cls):
     return {f.name for f in dataclasses.fields(cls)}
 
 
+def one(value):
+    """An output's object, or the first of a list of them."""
+    return value[0] if isinstance(value, list) else value
+
+
 @pytest.fixture(scope="module")
 def binding(tmp_path_factory):
     """What the binding hands the Python types (JSON, by method)."""
@@ -157,7 +162,7 @@ LEFT_OUT = {
 )
 def test_python_types_carry_what_the_binding_gives(binding, method, cls, renamed, added):
     value = binding[method]
-    given = set((value[0] if isinstance(value, list) else value).keys())
+    given = set(one(value).keys())
     python = {renamed.get(f, f) for f in fields(cls) if f not in added}
     assert python - given == set(), f"{cls.__name__} has fields the binding's {method} does not give"
     assert given - python == LEFT_OUT[method], f"the binding's {method} gives fields {cls.__name__} lacks"
@@ -168,6 +173,5 @@ def test_the_binding_gives_what_the_command_line_prints(outputs, binding):
     for times (milliseconds, not RFC 3339 text)."""
     commands = {"commit": "commit", "log": "log", "show": "show", "refs": "tag --list", "restore": "restore"}
     for method, command in commands.items():
-        printed = outputs[command][0] if isinstance(outputs[command], list) else outputs[command]
-        given = binding[method][0] if isinstance(binding[method], list) else binding[method]
-        assert {k.replace("time_ms", "time") for k in given} == set(printed), method
+        given = {k.replace("time_ms", "time") for k in one(binding[method])}
+        assert given == set(one(outputs[command])), method

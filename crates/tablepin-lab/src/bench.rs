@@ -137,10 +137,11 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
     }
     let weekly = weekly_bench(&repo, &base, base_bytes, &settings, opts).await?;
     let plain = dir.path().join("plain.parquet");
-    let read_head = head_bench(&repo, &plain, &settings, opts.repeat.max(1)).await?;
-    let query = query_bench(&repo, &plain, opts.repeat.max(1)).await?;
-    let overwrite = overwrite_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
-    let merge = merge_bench(dir.path(), &base, &settings, opts.repeat.max(1)).await?;
+    let repeat = opts.repeat.max(1);
+    let read_head = head_bench(&repo, &plain, &settings, repeat).await?;
+    let query = query_bench(&repo, &plain, repeat).await?;
+    let overwrite = overwrite_bench(dir.path(), &base, &settings, repeat).await?;
+    let merge = merge_bench(dir.path(), &base, &settings, repeat).await?;
 
     // verify.
     let vr = repo.verify(&tablepin::NoProgress).await?;

@@ -287,25 +287,25 @@ impl Replayed {
         let delta = self.apply(ctx, c)?;
         let t = Instant::now();
         let (mode, input) = tablepin_input(ctx.l, ctx.master, &self.state, c, &delta)?;
-        let mut tasks = Some(commit_tasks(repos, ci, c, mode, &input));
-        // The two whole-table commits are the memory peak: let them finish
-        // before the layouts re-encode every file.
-        let mut early = None;
-        if matches!(c.kind, Kind::WrittenAgain | Kind::AnotherOrder) {
-            if let Some((a, b)) = tasks.take() {
-                early = Some((a.await, b.await));
-            }
-        }
-        let (checks, month_size) = self.layouts(ctx, disk, ci, c, &delta, old_content, t)?;
-        let t = Instant::now();
-        let (res_a, res_b) = match (early, tasks) {
-            (Some(done), _) => done,
-            (None, Some((a, b))) => (a.await, b.await),
-            (None, None) => return Err(LabError::Other("no commit task".into())),
-        };
+        let (a, b) = commit_tasks(repos, ci, c, mode, &input);
+        let ((res_a, res_b), (checks, month_size)) =
+            if matches!(c.kind, Kind::WrittenAgain | Kind::AnotherOrder) {
+                // The two whole-table commits are the memory peak: let them
+                // finish before the layouts re-encode every file.
+                let done = (a.await, b.await);
+                (
+                    done,
+                    self.layouts(ctx, disk, ci, c, &delta, old_content, t)?,
+                )
+            } else {
+                let figures = self.layouts(ctx, disk, ci, c, &delta, old_content, t)?;
+                let t = Instant::now();
+                let done = (a.await, b.await);
+                self.tp_seconds += t.elapsed().as_secs_f64();
+                (done, figures)
+            };
         let r = joined(res_a)?;
         let r_py = joined(res_b)?;
-        self.tp_seconds += t.elapsed().as_secs_f64();
         self.record_tablepin(ci, c, &r, &r_py, checks, month_size)?;
         self.tag(ctx, repos, ci, c).await?;
         if ctx.v && (ci + 1).is_multiple_of(10) {
