@@ -26,7 +26,7 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
         now_ms: None,
     };
     if a.dry_run {
-        let plan = repo.gc_plan(&policy).await?;
+        let plan = repo.gc().plan(&policy).await?;
         if json_out {
             output::json(&json!({ "dry_run": true, "plan": plan }))?;
         } else {
@@ -35,7 +35,7 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let report = repo.gc(&policy).await?;
+    let report = repo.gc().run(&policy).await?;
     if json_out {
         output::json(&report)?;
     } else {
@@ -87,7 +87,7 @@ fn print_gc_plan(p: &tablepin::GcPlan) -> Result<()> {
 pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode> {
     if let Some(path) = &a.plan {
         let saved = saved_plan(path, &a.table)?;
-        let report = repo.erase_apply_saved(&saved, &a.predicate).await?;
+        let report = repo.erasure().apply_saved(&saved, &a.predicate).await?;
         return erased(&report, json_out);
     }
     let Some(reason) = a.reason.filter(|r| !r.trim().is_empty()) else {
@@ -146,7 +146,7 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         Ok(ExitCode::SUCCESS)
     };
     if a.dry_run {
-        let plan = repo.erase_plan(&options).await?;
+        let plan = repo.erasure().plan(&options).await?;
         if plan.is_empty() {
             return nothing(&plan);
         }
@@ -159,7 +159,7 @@ pub async fn erase(repo: &Repo, a: EraseArgs, json_out: bool) -> Result<ExitCode
         return Ok(ExitCode::SUCCESS);
     }
     // Planned and applied under one hold of the gc/erasure lease.
-    let (plan, report) = repo.erase(&options).await?;
+    let (plan, report) = repo.erasure().run(&options).await?;
     let Some(report) = report else {
         return nothing(&plan);
     };
@@ -209,7 +209,7 @@ fn erased(report: &tablepin::EraseReport, json_out: bool) -> Result<ExitCode> {
 }
 
 pub async fn audit(repo: &Repo, json_out: bool) -> Result<ExitCode> {
-    let records = repo.audit().await?;
+    let records = repo.erasure().audit().await?;
     if json_out {
         output::json(&records)?;
         return Ok(ExitCode::SUCCESS);

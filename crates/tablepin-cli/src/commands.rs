@@ -797,7 +797,7 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
         RefKind::Branch => "branch",
     };
     if a.deleted {
-        let all = repo.deleted_refs(a.kind).await?;
+        let all = repo.refs().deleted(a.kind).await?;
         if json_out {
             output::json(&all)?;
         } else {
@@ -821,7 +821,7 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
             let flag = if a.delete { "--delete" } else { "--restore" };
             return Err(usage(format!("{flag} needs the {what} to act on")));
         }
-        let all = repo.refs(a.kind).await?;
+        let all = repo.refs().list(a.kind).await?;
         if json_out {
             output::json(&all)?;
         } else {
@@ -844,7 +844,7 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
     }
     let name = a.name.unwrap_or_default();
     if a.delete {
-        let old = repo.delete_ref(a.kind, &name, a.force).await?;
+        let old = repo.refs().delete(a.kind, &name, a.force).await?;
         if json_out {
             output::json(&json!({ "deleted": name, "was": old }))?;
         } else {
@@ -856,7 +856,7 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if a.restore {
-        let target = repo.restore_ref(a.kind, &name).await?;
+        let target = repo.refs().restore(a.kind, &name).await?;
         if json_out {
             output::json(&json!({ "restored": name, "version": target }))?;
         } else {
@@ -864,7 +864,10 @@ async fn refs(repo: &Repo, a: RefArgs, json_out: bool) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let target = repo.create_ref(a.kind, &name, &a.rev, &a.message).await?;
+    let target = repo
+        .refs()
+        .create(a.kind, &name, &a.rev, &a.message)
+        .await?;
     if json_out {
         output::json(&json!({ what: name, "version": target }))?;
     } else {
@@ -1163,7 +1166,7 @@ async fn verify(repo: &Repo, a: VerifyArgs, json_out: bool) -> Result<ExitCode> 
     let bar = Bar::new();
     let mut report = repo.verify(&bar).await?;
     let erased = if a.erased {
-        match repo.verify_erased(&bar).await {
+        match repo.erasure().verify(&bar).await {
             Ok(e) => Some(e),
             // A damaged audit record is one more problem to report.
             Err(e) if e.kind() == tablepin::ErrorKind::Damaged => {

@@ -306,7 +306,8 @@ async fn merge_bench(
     let mut next_id = n;
     for r in 0..repeat {
         let side = format!("side-{r}");
-        repo.create_ref(tablepin::RefKind::Branch, &side, "main", "")
+        repo.refs()
+            .create(tablepin::RefKind::Branch, &side, "main", "")
             .await?;
         for (branch, seed) in [
             (side.as_str(), 7_000 + r as u64),
@@ -561,17 +562,18 @@ async fn lab_gc_erase(data: &str, dir: &std::path::Path) -> Result<Value, LabErr
             ..Default::default()
         };
         let t = Instant::now();
-        let plan = r.gc_plan(&policy).await?;
+        let plan = r.gc().plan(&policy).await?;
         let plan_s = t.elapsed().as_secs_f64();
         let freed = plan.bytes_freed;
         let t = Instant::now();
-        let rep = r.gc_apply(plan).await?;
+        let rep = r.gc().apply(plan).await?;
         let apply_s = t.elapsed().as_secs_f64();
         rules.insert(rule.into(), json!({"plan_seconds": plan_s, "apply_seconds": apply_s, "bytes_freed": freed, "blobs_deleted": rep.blobs_deleted}));
     }
     let t = Instant::now();
     let plan = repo
-        .erase_plan(&tablepin::EraseOptions {
+        .erasure()
+        .plan(&tablepin::EraseOptions {
             table: "sales".into(),
             predicate: "Customer_ID = 17388".into(),
             reason: "benchmark".into(),
@@ -581,7 +583,7 @@ async fn lab_gc_erase(data: &str, dir: &std::path::Path) -> Result<Value, LabErr
     let files_bytes: u64 = plan.files.iter().map(|f| f.bytes).sum();
     let files = plan.files.len();
     let t = Instant::now();
-    let rep = repo.erase_apply(plan).await?;
+    let rep = repo.erasure().apply(plan).await?;
     let apply_s = t.elapsed().as_secs_f64();
     Ok(json!({
         "repository_bytes": stored, "repository_blobs": blobs, "gc": rules,

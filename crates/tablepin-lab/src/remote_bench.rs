@@ -200,21 +200,23 @@ async fn command_costs(location: &str) -> Result<Value, LabError> {
     costs.insert("verify".into(), json!(stats.requests()));
     let (repo, stats) = command_repo(location).await?;
     // As the command line runs them: plan and apply under one lease.
-    repo.gc(&tablepin::GcPolicy {
-        keep_last: Some(10),
-        grace_ms: 0,
-        sole_writer: true,
-        ..Default::default()
-    })
-    .await?;
+    repo.gc()
+        .run(&tablepin::GcPolicy {
+            keep_last: Some(10),
+            grace_ms: 0,
+            sole_writer: true,
+            ..Default::default()
+        })
+        .await?;
     costs.insert("gc (keep the last 10)".into(), json!(stats.requests()));
     let (repo, stats) = command_repo(location).await?;
-    repo.erase(&tablepin::EraseOptions {
-        table: "sales".into(),
-        predicate: "id = 95".into(),
-        reason: "benchmark".into(),
-    })
-    .await?;
+    repo.erasure()
+        .run(&tablepin::EraseOptions {
+            table: "sales".into(),
+            predicate: "id = 95".into(),
+            reason: "benchmark".into(),
+        })
+        .await?;
     costs.insert("erase (1 row)".into(), json!(stats.requests()));
     Ok(Value::Object(costs))
 }

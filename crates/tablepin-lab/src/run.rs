@@ -489,11 +489,13 @@ impl Replayed {
         let name = format!("week-{}", c.week);
         let id = repos
             .main
-            .create_ref(RefKind::Tag, &name, "main", "training set")
+            .refs()
+            .create(RefKind::Tag, &name, "main", "training set")
             .await?;
         repos
             .py
-            .create_ref(RefKind::Tag, &name, "main", "training set")
+            .refs()
+            .create(RefKind::Tag, &name, "main", "training set")
             .await?;
         let mut layout_read_back = BTreeMap::new();
         for (layout, files) in [
@@ -1114,7 +1116,8 @@ async fn tablepin_retention(
     let before_holding = holding_customer(repo, ctx.customer).await?.len();
     ctx.log("holders before erasure counted");
     let erase = repo
-        .erase_plan(&tablepin::EraseOptions {
+        .erasure()
+        .plan(&tablepin::EraseOptions {
             table: "sales".into(),
             predicate: format!("Customer_ID = {}", opts.customer),
             reason: "right to erasure request (lab)".into(),
@@ -1122,7 +1125,7 @@ async fn tablepin_retention(
         .await?;
     ctx.log("erasure planned");
     let (rows_removed, versions_replaced) = (erase.rows_removed, erase.versions.len());
-    let report = repo.erase_apply(erase).await?;
+    let report = repo.erasure().apply(erase).await?;
     ctx.log(&format!("erased in {:.2}s", report.seconds));
     let mut retention = serde_json::Map::new();
     let mut holding = BTreeSet::new();
@@ -1170,9 +1173,9 @@ async fn gc_rule(
 ) -> Result<(Value, BTreeSet<ObjectId>), LabError> {
     let r = Repo::open(&dir.to_string_lossy()).await?;
     let t = Instant::now();
-    let plan = r.gc_plan(policy).await?;
+    let plan = r.gc().plan(policy).await?;
     let plan_s = t.elapsed().as_secs_f64();
-    let report = r.gc_apply(plan).await?;
+    let report = r.gc().apply(plan).await?;
     let seconds = t.elapsed().as_secs_f64();
     ctx.log(&format!("{rule}: gc done"));
     let verify = r.verify(&tablepin::NoProgress).await?;
@@ -1392,13 +1395,14 @@ pub async fn tablepin_only(data_path: &Path, dir: &Path, replay: Replay) -> Resu
             .await?;
         let last_of_week = commits.get(ci + 1).is_none_or(|n| n.week != c.week);
         if last_of_week && TAG_WEEKS.contains(&c.week) {
-            repo.create_ref(
-                RefKind::Tag,
-                &format!("week-{}", c.week),
-                "main",
-                "training set",
-            )
-            .await?;
+            repo.refs()
+                .create(
+                    RefKind::Tag,
+                    &format!("week-{}", c.week),
+                    "main",
+                    "training set",
+                )
+                .await?;
         }
     }
     Ok(repo)
@@ -1447,7 +1451,7 @@ async fn tablepin_layout(
     chain.reverse();
     let mut versions = Vec::with_capacity(chain.len());
     for e in &chain {
-        versions.push(repo.blobs_of(&e.id).await?.into_iter().collect());
+        versions.push(repo.gc().blobs_of(&e.id).await?.into_iter().collect());
     }
     // The tags name these versions by number: each must be where the
     // tag's rewritten version stands.

@@ -478,7 +478,7 @@ impl PyGcPlan {
     fn apply(&self, py: Python<'_>) -> PyResult<String> {
         let plan = take(&self.plan)?;
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.gc_apply(plan).await })?)
+        json(&run(py, async move { repo.gc().apply(plan).await })?)
     }
 }
 
@@ -488,7 +488,7 @@ impl PyErasePlan {
     fn apply(&self, py: Python<'_>) -> PyResult<String> {
         let plan = take(&self.plan)?;
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.erase_apply(plan).await })?)
+        json(&run(py, async move { repo.erasure().apply(plan).await })?)
     }
 }
 
@@ -885,7 +885,7 @@ impl PyRepo {
     fn refs(&self, py: Python<'_>, kind: &str) -> PyResult<String> {
         let kind = ref_kind(kind)?;
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.refs(kind).await })?)
+        json(&run(py, async move { repo.refs().list(kind).await })?)
     }
 
     /// Creates a branch or tag at a revision; the version it names.
@@ -900,7 +900,7 @@ impl PyRepo {
         let kind = ref_kind(kind)?;
         let repo = self.repo.clone();
         let id = run(py, async move {
-            repo.create_ref(kind, &name, &rev, &message).await
+            repo.refs().create(kind, &name, &rev, &message).await
         })?;
         Ok(id.to_string())
     }
@@ -915,7 +915,10 @@ impl PyRepo {
     ) -> PyResult<String> {
         let kind = ref_kind(kind)?;
         let repo = self.repo.clone();
-        let id = run(py, async move { repo.delete_ref(kind, &name, force).await })?;
+        let id = run(
+            py,
+            async move { repo.refs().delete(kind, &name, force).await },
+        )?;
         Ok(id.to_string())
     }
 
@@ -934,16 +937,15 @@ impl PyRepo {
     /// Checks that no stored blob holds a row an erasure removed (JSON).
     fn verify_erased(&self, py: Python<'_>) -> PyResult<String> {
         let repo = self.repo.clone();
-        json(&run(
-            py,
-            async move { repo.verify_erased(&NoProgress).await },
-        )?)
+        json(&run(py, async move {
+            repo.erasure().verify(&NoProgress).await
+        })?)
     }
 
     /// The erasures' audit records (JSON).
     fn audit(&self, py: Python<'_>) -> PyResult<String> {
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.audit().await })?)
+        json(&run(py, async move { repo.erasure().audit().await })?)
     }
 
     /// What retention would delete, as a plan to apply.
@@ -966,7 +968,7 @@ impl PyRepo {
             now_ms: None,
         };
         let repo = self.repo.clone();
-        let plan = run(py, async move { repo.gc_plan(&policy).await })?;
+        let plan = run(py, async move { repo.gc().plan(&policy).await })?;
         Ok(PyGcPlan {
             repo: self.repo.clone(),
             json: json(&plan)?,
@@ -988,7 +990,7 @@ impl PyRepo {
             reason,
         };
         let repo = self.repo.clone();
-        let plan = run(py, async move { repo.erase_plan(&opts).await })?;
+        let plan = run(py, async move { repo.erasure().plan(&opts).await })?;
         Ok(PyErasePlan {
             repo: self.repo.clone(),
             json: json(&plan)?,

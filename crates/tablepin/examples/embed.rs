@@ -54,7 +54,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let v1 = repo
         .commit("sales", first.schema(), vec![first.clone()], &keyed)
         .await?;
-    repo.create_ref(RefKind::Tag, "train-v1", &v1.version.to_string(), "model A")
+    repo.refs()
+        .create(RefKind::Tag, "train-v1", &v1.version.to_string(), "model A")
         .await?;
     println!(
         "committed {} rows as {} (content hash {})",

@@ -17,7 +17,7 @@
 //! let first = rows(vec![1, 2], vec!["apple", "pear"])?;
 //! let opts = CommitOptions { key: Some(vec!["id".into()]), ..Default::default() };
 //! let v1 = repo.commit("sales", first.schema(), vec![first.clone()], &opts).await?;
-//! repo.create_ref(RefKind::Tag, "train-v1", &v1.version.to_string(), "model A").await?;
+//! repo.refs().create(RefKind::Tag, "train-v1", &v1.version.to_string(), "model A").await?;
 //!
 //! // The live table moves on: one row changes, one is added.
 //! let later = rows(vec![2, 3], vec!["plum", "fig"])?;
@@ -62,10 +62,11 @@ pub mod table;
 pub use error::{Error, ErrorKind, Result};
 pub use repo::{
     check_name, CommitInput, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff,
-    EraseOptions, ErasePlan, EraseReport, ErasedCheck, GcPlan, GcPolicy, GcReport, Input, LogEntry,
-    LogOptions, MergeOptions, MergeOutcome, MergeResult, NoProgress, Progress, RefInfo, Replaced,
-    Repo, RepoConfig, RestoreOptions, RestoreResult, Strategy, TableDiff, TableMerge, TableRead,
-    TableStream, Transaction, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
+    EraseOptions, ErasePlan, EraseReport, ErasedCheck, Erasure, Gc, GcPlan, GcPolicy, GcReport,
+    Input, LogEntry, LogOptions, MergeOptions, MergeOutcome, MergeResult, NoProgress, Progress,
+    RefInfo, Refs, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, Strategy, TableDiff,
+    TableMerge, TableRead, TableStream, Transaction, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS,
+    MIN_GRACE_MS,
 };
 pub use settings::Settings;
 pub use subject::Subject;

@@ -404,14 +404,15 @@ async fn restore_gives_back_a_version_s_tables_without_writing_data() {
         .commit("t", b.schema(), vec![b], &keyed())
         .await
         .unwrap();
-    repo.create_ref(
-        tablepin::RefKind::Tag,
-        "train-v1",
-        &v1.version.to_string(),
-        "",
-    )
-    .await
-    .unwrap();
+    repo.refs()
+        .create(
+            tablepin::RefKind::Tag,
+            "train-v1",
+            &v1.version.to_string(),
+            "",
+        )
+        .await
+        .unwrap();
     let b = batch(&[(2, Some(20)), (4, Some(4))]);
     repo.commit("t", b.schema(), vec![b.clone()], &upsert())
         .await

@@ -288,9 +288,9 @@ async fn a_commit_stalled_past_a_gc_grace_still_lands_whole() {
             sole_writer: true,
             ..Default::default()
         };
-        let plan = other.gc_plan(&policy).await.unwrap();
+        let plan = other.gc().plan(&policy).await.unwrap();
         assert!(plan.blobs_deleted.len() >= 2, "{plan:?}");
-        other.gc_apply(plan).await.unwrap();
+        other.gc().apply(plan).await.unwrap();
     }));
     stalling
         .armed

@@ -78,7 +78,8 @@ async fn twenty_versions_of_a_million_rows_read_back_exactly() {
         assert_eq!(&got, table, "version {i} reads back differently");
     }
     // The last version also by tag, by branch and by main~N.
-    repo.create_ref(tablepin::RefKind::Tag, "t19", "main", "")
+    repo.refs()
+        .create(tablepin::RefKind::Tag, "t19", "main", "")
         .await
         .unwrap();
     assert_eq!(repo.resolve("t19").await.unwrap(), versions[19]);

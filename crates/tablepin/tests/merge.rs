@@ -170,7 +170,8 @@ async fn branched(keyed: bool, base: &[Row]) -> (Repo, VersionId) {
         .await
         .unwrap()
         .version;
-    repo.create_ref(RefKind::Branch, "side", "main", "")
+    repo.refs()
+        .create(RefKind::Branch, "side", "main", "")
         .await
         .unwrap();
     (repo, v)
@@ -437,7 +438,8 @@ async fn a_column_added_on_one_side_merges_and_a_dropped_one_is_refused() {
     );
 
     // A side that drops a column both had cannot be merged by rows.
-    repo.create_ref(RefKind::Branch, "narrow", "main", "")
+    repo.refs()
+        .create(RefKind::Branch, "narrow", "main", "")
         .await
         .unwrap();
     let b = batch(&[(0, Some(9)), (1, Some(1))]);

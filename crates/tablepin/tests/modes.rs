@@ -274,7 +274,8 @@ async fn revisions_resolve_by_tag_branch_prefix_tilde_and_time() {
             .unwrap();
         ids.push(c.version);
     }
-    r.create_ref(RefKind::Tag, "v1", &ids[1].to_string(), "")
+    r.refs()
+        .create(RefKind::Tag, "v1", &ids[1].to_string(), "")
         .await
         .unwrap();
     assert_eq!(r.resolve("v1").await.unwrap(), ids[1]);
@@ -292,7 +293,8 @@ async fn revisions_resolve_by_tag_branch_prefix_tilde_and_time() {
         .unwrap_err()
         .to_string()
         .contains("has only 2 before it"));
-    r.create_ref(RefKind::Branch, "dev", "v1", "")
+    r.refs()
+        .create(RefKind::Branch, "dev", "v1", "")
         .await
         .unwrap();
     let c = r
@@ -509,7 +511,7 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
         .is_none());
     assert_eq!(r.stored().await.unwrap(), stored);
     assert_eq!(
-        r.ref_target(RefKind::Branch, "main").await.unwrap(),
+        r.refs().target(RefKind::Branch, "main").await.unwrap(),
         c.version
     );
     // A table that does not exist: a clear error, nothing written.
@@ -524,7 +526,7 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
     );
     assert_eq!(r.stored().await.unwrap(), stored);
     assert_eq!(
-        r.ref_target(RefKind::Branch, "main").await.unwrap(),
+        r.refs().target(RefKind::Branch, "main").await.unwrap(),
         c.version
     );
     let v = r.verify(&tablepin::NoProgress).await.unwrap();
@@ -569,7 +571,8 @@ async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
 
     // The next commit grows the second file's bitmap (read from the pack)
     // and starts the fourth's; the first and third keep theirs.
-    r.create_ref(RefKind::Tag, "week1", "main", "")
+    r.refs()
+        .create(RefKind::Tag, "week1", "main", "")
         .await
         .unwrap();
     let c2 = put(&r, t(&[1020, 3013], &["y"; 2]), Mode::Upsert)
@@ -728,7 +731,8 @@ async fn library_messages_name_no_command_line_flags() {
     );
     assert!(!e.to_string().contains("--"), "{e}");
     let e = repo
-        .delete_ref(RefKind::Branch, "main", false)
+        .refs()
+        .delete(RefKind::Branch, "main", false)
         .await
         .unwrap_err();
     assert!(!e.to_string().contains("--"), "{e}");

@@ -117,7 +117,8 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
             .unwrap();
         versions.push(c.version);
     }
-    r.create_ref(RefKind::Tag, "trained", &versions[2].to_string(), "model A")
+    r.refs()
+        .create(RefKind::Tag, "trained", &versions[2].to_string(), "model A")
         .await
         .unwrap();
     let expected = all_rows(&r, &versions[2]).await;
@@ -127,7 +128,7 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
         sole_writer: true,
         ..Default::default()
     };
-    let plan = r.gc_plan(&policy).await.unwrap();
+    let plan = r.gc().plan(&policy).await.unwrap();
     assert_eq!(plan.versions_kept.len(), 3, "2 newest and the tagged one");
     assert_eq!(plan.versions_expired.len(), 5);
     assert!(plan.tags.iter().all(|t| t.readable));
@@ -142,7 +143,7 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
             .count(),
         0
     );
-    let report = r.gc_apply(plan).await.unwrap();
+    let report = r.gc().apply(plan).await.unwrap();
     assert_eq!(report.tombstones, 5);
     let v = r.verify(&NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
@@ -154,7 +155,8 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
 
     // Without keep-tags the tag goes with its version, never dangling.
     let p = r
-        .gc_plan(&GcPolicy {
+        .gc()
+        .plan(&GcPolicy {
             keep_last: Some(1),
             keep_tags: false,
             grace_ms: 0,
@@ -164,7 +166,7 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
         .await
         .unwrap();
     assert_eq!(p.tags_deleted, vec!["trained".to_string()]);
-    r.gc_apply(p).await.unwrap();
+    r.gc().apply(p).await.unwrap();
     assert!(r.resolve("trained").await.is_err());
     assert!(r.verify(&NoProgress).await.unwrap().problems.is_empty());
 }
@@ -173,7 +175,8 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
 async fn a_contradictory_policy_is_refused() {
     let (_d, r) = new_repo().await;
     let err = r
-        .gc_plan(&GcPolicy {
+        .gc()
+        .plan(&GcPolicy {
             keep_last: Some(0),
             ..Default::default()
         })
@@ -194,12 +197,17 @@ async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
     for k in 0..6i64 {
         append_ten(&r, k, 4).await;
         let name = format!("v{k}");
-        let id = r.create_ref(RefKind::Tag, &name, "main", "").await.unwrap();
+        let id = r
+            .refs()
+            .create(RefKind::Tag, &name, "main", "")
+            .await
+            .unwrap();
         tags.push((name, all_rows(&r, &id).await));
     }
     assert!(blobs_holding(&r, 3).await > 0);
     let plan = r
-        .erase_plan(&EraseOptions {
+        .erasure()
+        .plan(&EraseOptions {
             table: "t".into(),
             predicate: "owner = 3".into(),
             reason: "request 1".into(),
@@ -208,7 +216,7 @@ async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
         .unwrap();
     assert_eq!(plan.rows_removed, 15);
     assert_eq!(plan.tags.len(), 6);
-    let report = r.erase_apply(plan).await.unwrap();
+    let report = r.erasure().apply(plan).await.unwrap();
     assert_eq!(blobs_holding(&r, 3).await, 0, "no blob holds the rows");
     for (name, old) in &tags {
         let id = r.resolve(name).await.unwrap();
@@ -218,8 +226,8 @@ async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
         assert_eq!(snap.content_hash, content_hash([&got]).unwrap());
     }
     assert!(r.verify(&NoProgress).await.unwrap().problems.is_empty());
-    assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
-    let audit = r.audit().await.unwrap();
+    assert!(r.erasure().verify(&NoProgress).await.unwrap().ok());
+    let audit = r.erasure().audit().await.unwrap();
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].reason, "request 1");
     assert_eq!(audit[0].fingerprint.rows.len(), 15);
@@ -235,7 +243,8 @@ async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
     assert!(!json.contains("owner = 3"), "the record holds no predicate");
     // Erasing again finds nothing.
     let again = r
-        .erase_plan(&EraseOptions {
+        .erasure()
+        .plan(&EraseOptions {
             table: "t".into(),
             predicate: "owner = 3".into(),
             reason: "request 1".into(),
@@ -259,7 +268,8 @@ async fn tagged_history(r: &Repo) {
         r.commit("t", rows(&[], &[]).schema(), vec![rows(&ids, &owners)], &o)
             .await
             .unwrap();
-        r.create_ref(RefKind::Tag, &format!("v{k}"), "main", "")
+        r.refs()
+            .create(RefKind::Tag, &format!("v{k}"), "main", "")
             .await
             .unwrap();
     }
@@ -294,20 +304,24 @@ async fn a_saved_erasure_plan_applies_as_the_plan_itself_and_is_refused_once_sta
         heads(&b).await,
         "the same history, the same ids"
     );
-    let plan = a.erase_plan(&erase).await.unwrap();
+    let plan = a.erasure().plan(&erase).await.unwrap();
     let json = serde_json::to_string(&plan).unwrap();
     assert!(!json.contains("owner = 3"), "the plan holds no predicate");
-    let direct = a.erase_apply(plan).await.unwrap();
+    let direct = a.erasure().apply(plan).await.unwrap();
 
     let saved: tablepin::ErasePlan = serde_json::from_str(&json).unwrap();
     let before = heads(&b).await;
-    let err = b.erase_apply_saved(&saved, "owner = 2").await.unwrap_err();
+    let err = b
+        .erasure()
+        .apply_saved(&saved, "owner = 2")
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, tablepin::Error::PlanPredicate { .. }),
         "{err}"
     );
     assert_eq!(heads(&b).await, before, "a refused plan changes nothing");
-    let from_json = b.erase_apply_saved(&saved, "owner = 3").await.unwrap();
+    let from_json = b.erasure().apply_saved(&saved, "owner = 3").await.unwrap();
     assert_eq!(
         heads(&b).await,
         heads(&a).await,
@@ -318,14 +332,15 @@ async fn a_saved_erasure_plan_applies_as_the_plan_itself_and_is_refused_once_sta
     assert_eq!(from_json.audit.moved_refs, direct.audit.moved_refs);
     assert_eq!(from_json.audit.bytes_written, direct.audit.bytes_written);
     assert_eq!(blobs_holding(&b, 3).await, 0);
-    assert!(b.verify_erased(&NoProgress).await.unwrap().ok());
+    assert!(b.erasure().verify(&NoProgress).await.unwrap().ok());
 
     // A plan made before a commit no longer fits after it.
     let (_dc, c) = new_repo().await;
     tagged_history(&c).await;
-    let stale: tablepin::ErasePlan =
-        serde_json::from_str(&serde_json::to_string(&c.erase_plan(&erase).await.unwrap()).unwrap())
-            .unwrap();
+    let stale: tablepin::ErasePlan = serde_json::from_str(
+        &serde_json::to_string(&c.erasure().plan(&erase).await.unwrap()).unwrap(),
+    )
+    .unwrap();
     c.commit(
         "t",
         rows(&[], &[]).schema(),
@@ -335,11 +350,15 @@ async fn a_saved_erasure_plan_applies_as_the_plan_itself_and_is_refused_once_sta
     .await
     .unwrap();
     let before = heads(&c).await;
-    let err = c.erase_apply_saved(&stale, "owner = 3").await.unwrap_err();
+    let err = c
+        .erasure()
+        .apply_saved(&stale, "owner = 3")
+        .await
+        .unwrap_err();
     assert!(matches!(err, tablepin::Error::PlanOutdated { .. }), "{err}");
     assert!(err.to_string().contains("versions replaced"), "{err}");
     assert_eq!(heads(&c).await, before, "nothing changed");
-    assert!(c.audit().await.unwrap().is_empty());
+    assert!(c.erasure().audit().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -360,7 +379,7 @@ async fn bad_predicates_are_clear_errors() {
             reason: reason.into(),
         };
         let r = &r;
-        async move { r.erase_plan(&o).await.unwrap_err().to_string() }
+        async move { r.erasure().plan(&o).await.unwrap_err().to_string() }
     };
     assert!(plan("nope = 1", "x").await.contains("nope"));
     assert!(plan("owner = = 1", "x")
@@ -418,7 +437,7 @@ async fn commit_and_record(
 /// sum of its rows' hashes.
 async fn refs_read_back(r: &Repo, expected: &BTreeMap<VersionId, RecordBatch>) {
     for kind in [RefKind::Tag, RefKind::Branch] {
-        for rf in r.refs(kind).await.unwrap() {
+        for rf in r.refs().list(kind).await.unwrap() {
             if let Some(want) = expected.get(&rf.target) {
                 let got = all_rows(r, &rf.target).await;
                 assert_eq!(&got, want, "{} {}", kind.dir(), rf.name);
@@ -443,7 +462,8 @@ async fn gc_and_check(
     expected: &BTreeMap<VersionId, RecordBatch>,
 ) {
     let plan = r
-        .gc_plan(&GcPolicy {
+        .gc()
+        .plan(&GcPolicy {
             keep_last,
             keep_tags,
             grace_ms: 0,
@@ -453,7 +473,7 @@ async fn gc_and_check(
         .await
         .unwrap();
     let kept = plan.versions_kept.clone();
-    r.gc_apply(plan).await.unwrap();
+    r.gc().apply(plan).await.unwrap();
     let v = r.verify(&NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
     for id in kept {
@@ -499,7 +519,8 @@ async fn run_history(steps: Vec<Step>) {
             Step::Tag => {
                 if r.resolve("main").await.is_ok() {
                     n_tags += 1;
-                    r.create_ref(RefKind::Tag, &format!("t{n_tags}"), "main", "")
+                    r.refs()
+                        .create(RefKind::Tag, &format!("t{n_tags}"), "main", "")
                         .await
                         .unwrap();
                 }
@@ -507,7 +528,8 @@ async fn run_history(steps: Vec<Step>) {
             Step::Branch => {
                 if r.resolve("main").await.is_ok() {
                     n_branches += 1;
-                    r.create_ref(RefKind::Branch, &format!("b{n_branches}"), "main", "")
+                    r.refs()
+                        .create(RefKind::Branch, &format!("b{n_branches}"), "main", "")
                         .await
                         .unwrap();
                 }
@@ -517,7 +539,8 @@ async fn run_history(steps: Vec<Step>) {
                     continue;
                 }
                 let plan = r
-                    .erase_plan(&EraseOptions {
+                    .erasure()
+                    .plan(&EraseOptions {
                         table: "t".into(),
                         predicate: format!("owner = {who}"),
                         reason: "p".into(),
@@ -527,7 +550,7 @@ async fn run_history(steps: Vec<Step>) {
                 let map: Vec<(VersionId, VersionId)> =
                     plan.versions.iter().map(|v| (v.old, v.new)).collect();
                 if !plan.is_empty() {
-                    r.erase_apply(plan).await.unwrap();
+                    r.erasure().apply(plan).await.unwrap();
                 }
                 erased.insert(who);
                 let mut next = BTreeMap::new();
@@ -537,7 +560,7 @@ async fn run_history(steps: Vec<Step>) {
                 }
                 expected = next;
                 assert_eq!(blobs_holding(&r, who).await, 0, "after erasing owner {who}");
-                assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
+                assert!(r.erasure().verify(&NoProgress).await.unwrap().ok());
             }
             Step::Gc(keep_last, keep_tags) => {
                 gc_and_check(&r, keep_last, keep_tags, &expected).await
@@ -609,7 +632,7 @@ async fn whole_without_owner_7(dir: &std::path::Path) {
     let r = Repo::open(dir.to_str().unwrap()).await.unwrap();
     let v = r.verify(&NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
-    assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
+    assert!(r.erasure().verify(&NoProgress).await.unwrap().ok());
     assert_eq!(blobs_holding(&r, 7).await, 0);
     let head = r.resolve("main").await.unwrap();
     let ids = all_rows(&r, &head).await;
@@ -628,13 +651,14 @@ async fn a_gc_applied_after_another_process_erased_passes_over_what_is_gone() {
     let dir = tempfile::tempdir().unwrap();
     let writer = five_versions(dir.path()).await;
     let collector = with_memo(dir.path()).await;
-    let plan = collector.gc_plan(&last_one()).await.unwrap();
+    let plan = collector.gc().plan(&last_one()).await.unwrap();
     assert_eq!(plan.versions_expired.len(), 4);
     writer
-        .erase_apply(writer.erase_plan(&erase_owner_7()).await.unwrap())
+        .erasure()
+        .apply(writer.erasure().plan(&erase_owner_7()).await.unwrap())
         .await
         .unwrap();
-    let report = collector.gc_apply(plan).await.unwrap();
+    let report = collector.gc().apply(plan).await.unwrap();
     assert_eq!(report.tombstones, 0, "the expired versions were replaced");
     whole_without_owner_7(dir.path()).await;
 }
@@ -649,10 +673,10 @@ async fn an_erasure_applied_after_another_process_collected_plans_on_what_is_sto
     let dir = tempfile::tempdir().unwrap();
     let collector = five_versions(dir.path()).await;
     let eraser = with_memo(dir.path()).await;
-    let plan = eraser.erase_plan(&erase_owner_7()).await.unwrap();
+    let plan = eraser.erasure().plan(&erase_owner_7()).await.unwrap();
     assert_eq!(plan.versions.len(), 5);
-    collector.gc(&last_one()).await.unwrap();
-    let report = eraser.erase_apply(plan).await.unwrap();
+    collector.gc().run(&last_one()).await.unwrap();
+    let report = eraser.erasure().apply(plan).await.unwrap();
     assert_eq!(report.audit.versions.len(), 1, "only the head is stored");
     whole_without_owner_7(dir.path()).await;
 }
@@ -681,8 +705,8 @@ async fn an_erasure_does_not_plan_on_versions_only_the_cache_still_holds() {
     for v in here.known_versions().await.unwrap() {
         all_rows(&here, &v).await;
     }
-    other.gc(&last_one()).await.unwrap();
-    let (plan, report) = here.erase(&erase_owner_7()).await.unwrap();
+    other.gc().run(&last_one()).await.unwrap();
+    let (plan, report) = here.erasure().run(&erase_owner_7()).await.unwrap();
     assert_eq!(plan.versions.len(), 1, "{plan:?}");
     assert!(report.is_some());
     whole_without_owner_7(dir.path()).await;
@@ -793,7 +817,8 @@ async fn an_erasure_finishes_while_commits_keep_landing() {
     };
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let erased = r
-        .erase(&EraseOptions {
+        .erasure()
+        .run(&EraseOptions {
             table: "t".into(),
             predicate: "owner = 3".into(),
             reason: "request 5".into(),
@@ -819,5 +844,5 @@ async fn an_erasure_finishes_while_commits_keep_landing() {
     assert_eq!(blobs_holding(&r, 3).await, 0);
     assert!(main_head(&r).await.hold.is_none());
     assert!(r.verify(&NoProgress).await.unwrap().problems.is_empty());
-    assert!(r.verify_erased(&NoProgress).await.unwrap().ok());
+    assert!(r.erasure().verify(&NoProgress).await.unwrap().ok());
 }

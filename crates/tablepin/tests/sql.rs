@@ -63,7 +63,8 @@ async fn repo() -> Repo {
             2 => "week-2",
             _ => continue,
         };
-        repo.create_ref(RefKind::Tag, tag, &v.version.to_string(), "")
+        repo.refs()
+            .create(RefKind::Tag, tag, &v.version.to_string(), "")
             .await
             .unwrap();
     }

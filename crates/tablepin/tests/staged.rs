@@ -228,13 +228,14 @@ async fn staged_files_a_gc_removed_are_named_and_nothing_lands() {
         .unwrap();
     let staged = stage(&r, &o, &[rows(10..20, 1)]).await;
     let blob = staged[0].files[0].data;
-    r.gc(&GcPolicy {
-        grace_ms: 0,
-        sole_writer: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    r.gc()
+        .run(&GcPolicy {
+            grace_ms: 0,
+            sole_writer: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     let err = r
         .transaction("t", &o)
         .commit(Input::Staged(staged))

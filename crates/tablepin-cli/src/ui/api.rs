@@ -46,8 +46,8 @@ impl<'a> Answers<'a> {
                 json_value(&v)
             }
             Route::Diff(q) => self.diff(q).await,
-            Route::Retention(q) => json_value(&self.repo.gc_plan(&policy(&q)?).await?),
-            Route::Audit => json_value(&self.repo.audit().await?),
+            Route::Retention(q) => json_value(&self.repo.gc().plan(&policy(&q)?).await?),
+            Route::Audit => json_value(&self.repo.erasure().audit().await?),
             Route::Asset(_) => Err(anyhow!("internal: an asset has no JSON answer")),
         }
     }
@@ -55,9 +55,9 @@ impl<'a> Answers<'a> {
     /// Branches (main first), tags, and every version a branch reaches
     /// through any parent, newest first, each with its lane.
     async fn history(&self) -> Result<Value> {
-        let mut branches = self.repo.refs(RefKind::Branch).await?;
+        let mut branches = self.repo.refs().list(RefKind::Branch).await?;
         branches.sort_by_key(|b| (b.name != tablepin::DEFAULT_BRANCH, b.name.clone()));
-        let tags = self.repo.refs(RefKind::Tag).await?;
+        let tags = self.repo.refs().list(RefKind::Tag).await?;
         let opts = LogOptions {
             all_parents: true,
             ..LogOptions::default()

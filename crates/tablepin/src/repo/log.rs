@@ -48,7 +48,7 @@ impl Repo {
     /// [`Repo::log`], stopping after `opts.max` entries and keeping only the
     /// versions that changed `opts.table` when given.
     pub async fn log_with(&self, branch: &str, opts: &LogOptions) -> Result<Vec<LogEntry>> {
-        let head = self.ref_target(RefKind::Branch, branch).await?;
+        let head = self.refs().target(RefKind::Branch, branch).await?;
         // Read only when a version is gone: a damaged audit record then
         // stops only the logs that need it.
         let mut replaced: Option<std::collections::HashMap<VersionId, VersionId>> = None;

@@ -34,8 +34,10 @@ use tablepin_format::{
 use tablepin_store::{layout, Store, StoreError, StoreSettings, LOCAL_DIR};
 
 pub use diff::{Diff, RestoreOptions, RestoreResult, TableDiff};
-pub use erase::{EraseOptions, ErasePlan, EraseReport, ErasedCheck, PlannedFile, PlannedVersion};
-pub use gc::{GcPlan, GcPolicy, GcReport, TagFate, MIN_GRACE_MS};
+pub use erase::{
+    EraseOptions, ErasePlan, EraseReport, ErasedCheck, Erasure, PlannedFile, PlannedVersion,
+};
+pub use gc::{Gc, GcPlan, GcPolicy, GcReport, TagFate, MIN_GRACE_MS};
 pub use merge::{MergeOptions, MergeOutcome, MergeResult, Strategy, TableMerge};
 pub use rev::{Replaced, ReplacedBy};
 pub use streamed::CommitInput;

@@ -94,7 +94,7 @@ pub fn check_name(what: &'static str, name: &str) -> Result<()> {
 
 impl Repo {
     /// The tombstone of an expired version, if it has one.
-    pub async fn tombstone(&self, id: &VersionId) -> Result<Option<Tombstone>> {
+    pub(crate) async fn tombstone(&self, id: &VersionId) -> Result<Option<Tombstone>> {
         let path = layout::tombstone(id);
         match self.store.get_doc(&path).await? {
             None => Ok(None),
@@ -104,16 +104,6 @@ impl Repo {
                     id.short(12)
                 ))
             })?)),
-        }
-    }
-
-    /// The version a ref names now.
-    pub async fn ref_target(&self, kind: RefKind, name: &str) -> Result<VersionId> {
-        match self.store.ref_head(kind, name).await? {
-            Some(RefEntry {
-                target: Some(t), ..
-            }) => Ok(t),
-            _ => Err(self.unknown_ref(kind, name).await),
         }
     }
 
@@ -134,30 +124,6 @@ impl Repo {
             name: name.to_string(),
             hint,
         }
-    }
-
-    /// Every live ref of a kind.
-    pub async fn refs(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
-        let mut out = Vec::new();
-        for name in self.store.ref_names(kind).await? {
-            if let Some(h) = self.store.ref_head(kind, &name).await? {
-                if let Some(t) = h.target {
-                    let (message, note) = match kind {
-                        RefKind::Tag => self.tag_message(&name, &h).await?,
-                        RefKind::Branch => (h.message, None),
-                    };
-                    out.push(RefInfo {
-                        name,
-                        target: t,
-                        time_ms: h.time_ms,
-                        message,
-                        note,
-                        entries: h.seq,
-                    });
-                }
-            }
-        }
-        Ok(out)
     }
 
     /// A tag's own message (that of the entry that created it, after its
@@ -182,108 +148,6 @@ impl Repo {
         Ok((first.message.clone(), note))
     }
 
-    /// Creates a ref at a revision.
-    pub async fn create_ref(
-        &self,
-        kind: RefKind,
-        name: &str,
-        rev: &str,
-        message: &str,
-    ) -> Result<VersionId> {
-        let what = match kind {
-            RefKind::Branch => "branch",
-            RefKind::Tag => "tag",
-        };
-        check_name(what, name)?;
-        let other = match kind {
-            RefKind::Branch => RefKind::Tag,
-            RefKind::Tag => RefKind::Branch,
-        };
-        if let Some(RefEntry {
-            target: Some(t), ..
-        }) = self.store.ref_head(other, name).await?
-        {
-            // A revision naming both would be ambiguous.
-            return Err(Error::NameTaken {
-                kind: what,
-                name: name.to_string(),
-                other: kind_name(other),
-                target: t.short(12),
-            });
-        }
-        let target = self.resolve(rev).await?;
-        let head = self.store.ref_head(kind, name).await?;
-        if let Some(RefEntry {
-            target: Some(t), ..
-        }) = &head
-        {
-            return Err(Error::RefExists {
-                kind: what,
-                name: name.to_string(),
-                target: t.short(12),
-            });
-        }
-        self.move_ref(
-            kind,
-            name,
-            head.as_ref().map_or(0, |h| h.seq),
-            Some(target),
-            message,
-        )
-        .await?;
-        Ok(target)
-    }
-
-    /// Deletes a ref (appends a deleting entry to its log; the ref stays
-    /// restorable with [`Repo::restore_ref`], and gc keeps what it named
-    /// for its grace period). Without `force`, the default branch and the
-    /// repository's only branch are refused: with no branch left, gc would
-    /// expire every version.
-    pub async fn delete_ref(&self, kind: RefKind, name: &str, force: bool) -> Result<VersionId> {
-        let old = self.ref_target(kind, name).await?;
-        if kind == RefKind::Branch && !force {
-            let live = self.refs(RefKind::Branch).await?;
-            let reason = if live.len() == 1 {
-                Some(format!("'{name}' is the repository's only branch"))
-            } else if name == DEFAULT_BRANCH {
-                Some(format!("'{name}' is the branch commits go to by default"))
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                return Err(Error::ProtectedBranch {
-                    name: name.to_string(),
-                    reason,
-                    what: "every version only it reaches".into(),
-                });
-            }
-        }
-        let head = self.store.ref_head(kind, name).await?;
-        self.move_ref(kind, name, head.map_or(0, |h| h.seq), None, "deleted")
-            .await?;
-        Ok(old)
-    }
-
-    /// Every deleted ref of a kind: its name, the version it named last,
-    /// and when it was deleted (`time_ms`, `message` of the deleting entry);
-    /// `note` says when gc has expired that version since.
-    pub async fn deleted_refs(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
-        let mut out = self.deleted_refs_as_logged(kind).await?;
-        for r in &mut out {
-            // Past gc's grace its version may be gone: say so, rather than
-            // offer a restore that cannot be.
-            if let Some(t) = self.tombstone(&r.target).await? {
-                if !self.store.has_blob(&r.target.0).await? {
-                    r.note = Some(format!(
-                        "its version was expired by gc ({}); it cannot be restored",
-                        t.reason
-                    ));
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// The deleted refs of a kind and what each named last, as their logs
     /// say (no note: nothing else is read).
     pub(crate) async fn deleted_refs_as_logged(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
@@ -306,47 +170,6 @@ impl Repo {
             }
         }
         Ok(out)
-    }
-
-    /// Restores a deleted ref to the version it named last.
-    pub async fn restore_ref(&self, kind: RefKind, name: &str) -> Result<VersionId> {
-        let what = kind_name(kind);
-        let Some(d) = self
-            .deleted_refs_as_logged(kind)
-            .await?
-            .into_iter()
-            .find(|r| r.name == name)
-        else {
-            return Err(match self.store.ref_head(kind, name).await? {
-                Some(RefEntry {
-                    target: Some(t), ..
-                }) => Error::RefExists {
-                    kind: what,
-                    name: name.to_string(),
-                    target: t.short(12),
-                },
-                _ => self.unknown_ref(kind, name).await,
-            });
-        };
-        // The version must still be readable (gc keeps it for the grace
-        // period after the deletion; later it may have expired, which is
-        // said as such); an erasure since stands in with its replacement.
-        let target = self
-            .erased_since(d.target)
-            .await?
-            .map_or(d.target, |r| r.new);
-        // A tag comes back with its own message: the one it was created
-        // with before its deletion.
-        let message = match kind {
-            RefKind::Tag => {
-                let log = self.store.ref_log(kind, name).await?;
-                tag_message_before_deletion(&log).unwrap_or_else(|| "restored".into())
-            }
-            RefKind::Branch => "restored".into(),
-        };
-        self.move_ref(kind, name, d.entries, Some(target), &message)
-            .await?;
-        Ok(target)
     }
 
     pub(crate) async fn move_ref(
@@ -388,5 +211,203 @@ impl Repo {
             attempt += 1;
             tokio::time::sleep(transaction::retry_pause(attempt)).await;
         }
+    }
+}
+
+/// A repository's branches and tags ([`Repo::refs`]): listed, read,
+/// created, deleted and restored, each move an entry of the ref's log.
+#[derive(Debug, Clone, Copy)]
+pub struct Refs<'a> {
+    repo: &'a Repo,
+}
+
+impl Repo {
+    /// The repository's branches and tags.
+    pub fn refs(&self) -> Refs<'_> {
+        Refs { repo: self }
+    }
+}
+
+impl Refs<'_> {
+    /// The version a ref names now.
+    pub async fn target(&self, kind: RefKind, name: &str) -> Result<VersionId> {
+        match self.repo.store.ref_head(kind, name).await? {
+            Some(RefEntry {
+                target: Some(t), ..
+            }) => Ok(t),
+            _ => Err(self.repo.unknown_ref(kind, name).await),
+        }
+    }
+
+    /// Every live ref of a kind.
+    pub async fn list(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
+        let mut out = Vec::new();
+        for name in self.repo.store.ref_names(kind).await? {
+            if let Some(h) = self.repo.store.ref_head(kind, &name).await? {
+                if let Some(t) = h.target {
+                    let (message, note) = match kind {
+                        RefKind::Tag => self.repo.tag_message(&name, &h).await?,
+                        RefKind::Branch => (h.message, None),
+                    };
+                    out.push(RefInfo {
+                        name,
+                        target: t,
+                        time_ms: h.time_ms,
+                        message,
+                        note,
+                        entries: h.seq,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates a ref at a revision.
+    pub async fn create(
+        &self,
+        kind: RefKind,
+        name: &str,
+        rev: &str,
+        message: &str,
+    ) -> Result<VersionId> {
+        let what = match kind {
+            RefKind::Branch => "branch",
+            RefKind::Tag => "tag",
+        };
+        check_name(what, name)?;
+        let other = match kind {
+            RefKind::Branch => RefKind::Tag,
+            RefKind::Tag => RefKind::Branch,
+        };
+        if let Some(RefEntry {
+            target: Some(t), ..
+        }) = self.repo.store.ref_head(other, name).await?
+        {
+            // A revision naming both would be ambiguous.
+            return Err(Error::NameTaken {
+                kind: what,
+                name: name.to_string(),
+                other: kind_name(other),
+                target: t.short(12),
+            });
+        }
+        let target = self.repo.resolve(rev).await?;
+        let head = self.repo.store.ref_head(kind, name).await?;
+        if let Some(RefEntry {
+            target: Some(t), ..
+        }) = &head
+        {
+            return Err(Error::RefExists {
+                kind: what,
+                name: name.to_string(),
+                target: t.short(12),
+            });
+        }
+        self.repo
+            .move_ref(
+                kind,
+                name,
+                head.as_ref().map_or(0, |h| h.seq),
+                Some(target),
+                message,
+            )
+            .await?;
+        Ok(target)
+    }
+
+    /// Deletes a ref (appends a deleting entry to its log; the ref stays
+    /// restorable with [`Refs::restore`], and gc keeps what it named
+    /// for its grace period). Without `force`, the default branch and the
+    /// repository's only branch are refused: with no branch left, gc would
+    /// expire every version.
+    pub async fn delete(&self, kind: RefKind, name: &str, force: bool) -> Result<VersionId> {
+        let old = self.target(kind, name).await?;
+        if kind == RefKind::Branch && !force {
+            let live = self.list(RefKind::Branch).await?;
+            let reason = if live.len() == 1 {
+                Some(format!("'{name}' is the repository's only branch"))
+            } else if name == DEFAULT_BRANCH {
+                Some(format!("'{name}' is the branch commits go to by default"))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(Error::ProtectedBranch {
+                    name: name.to_string(),
+                    reason,
+                    what: "every version only it reaches".into(),
+                });
+            }
+        }
+        let head = self.repo.store.ref_head(kind, name).await?;
+        self.repo
+            .move_ref(kind, name, head.map_or(0, |h| h.seq), None, "deleted")
+            .await?;
+        Ok(old)
+    }
+
+    /// Every deleted ref of a kind: its name, the version it named last,
+    /// and when it was deleted (`time_ms`, `message` of the deleting entry);
+    /// `note` says when gc has expired that version since.
+    pub async fn deleted(&self, kind: RefKind) -> Result<Vec<RefInfo>> {
+        let mut out = self.repo.deleted_refs_as_logged(kind).await?;
+        for r in &mut out {
+            // Past gc's grace its version may be gone: say so, rather than
+            // offer a restore that cannot be.
+            if let Some(t) = self.repo.tombstone(&r.target).await? {
+                if !self.repo.store.has_blob(&r.target.0).await? {
+                    r.note = Some(format!(
+                        "its version was expired by gc ({}); it cannot be restored",
+                        t.reason
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Restores a deleted ref to the version it named last.
+    pub async fn restore(&self, kind: RefKind, name: &str) -> Result<VersionId> {
+        let what = kind_name(kind);
+        let Some(d) = self
+            .repo
+            .deleted_refs_as_logged(kind)
+            .await?
+            .into_iter()
+            .find(|r| r.name == name)
+        else {
+            return Err(match self.repo.store.ref_head(kind, name).await? {
+                Some(RefEntry {
+                    target: Some(t), ..
+                }) => Error::RefExists {
+                    kind: what,
+                    name: name.to_string(),
+                    target: t.short(12),
+                },
+                _ => self.repo.unknown_ref(kind, name).await,
+            });
+        };
+        // The version must still be readable (gc keeps it for the grace
+        // period after the deletion; later it may have expired, which is
+        // said as such); an erasure since stands in with its replacement.
+        let target = self
+            .repo
+            .erased_since(d.target)
+            .await?
+            .map_or(d.target, |r| r.new);
+        // A tag comes back with its own message: the one it was created
+        // with before its deletion.
+        let message = match kind {
+            RefKind::Tag => {
+                let log = self.repo.store.ref_log(kind, name).await?;
+                tag_message_before_deletion(&log).unwrap_or_else(|| "restored".into())
+            }
+            RefKind::Branch => "restored".into(),
+        };
+        self.repo
+            .move_ref(kind, name, d.entries, Some(target), &message)
+            .await?;
+        Ok(target)
     }
 }

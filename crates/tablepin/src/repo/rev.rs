@@ -80,7 +80,7 @@ impl Repo {
     /// audit records; `None` when no erased version id starts so.
     pub async fn replaced(&self, prefix: &str) -> Result<Option<Replaced>> {
         let lower = prefix.to_ascii_lowercase();
-        let records = self.audit().await?;
+        let records = self.erasure().audit().await?;
         let mut by_old = std::collections::HashMap::new();
         for r in &records {
             for v in &r.versions {
@@ -263,7 +263,7 @@ impl Repo {
     pub(crate) async fn ref_targets(&self) -> Result<Vec<VersionId>> {
         let mut roots = Vec::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
-            roots.extend(self.refs(kind).await?.into_iter().map(|r| r.target));
+            roots.extend(self.refs().list(kind).await?.into_iter().map(|r| r.target));
         }
         Ok(roots)
     }

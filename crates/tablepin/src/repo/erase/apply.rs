@@ -355,7 +355,7 @@ impl Repo {
         reachable: &HashSet<ObjectId>,
         deleted: u64,
     ) -> Result<AuditRecord> {
-        let existing = self.audit().await?;
+        let existing = self.erasure().audit().await?;
         if let Some(done) = existing.iter().find(|a| {
             a.predicate_hash == pending.predicate_hash && a.fingerprint.salt == pending.salt
         }) {

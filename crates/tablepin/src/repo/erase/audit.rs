@@ -7,7 +7,7 @@ impl Repo {
     /// Every version an erasure replaced (and deleted), with its
     /// replacement, from the audit records and any interrupted erasure.
     /// A damaged audit record is an error naming it.
-    pub async fn replacements(&self) -> Result<HashMap<VersionId, VersionId>> {
+    pub(crate) async fn replacements(&self) -> Result<HashMap<VersionId, VersionId>> {
         let (map, problems) = self.replacements_checked().await?;
         match problems.into_iter().next() {
             None => Ok(map),
@@ -45,16 +45,6 @@ impl Repo {
             }
         }
         Ok((out, problems))
-    }
-
-    /// Every audit record, oldest first. A damaged one is an error naming
-    /// it.
-    pub async fn audit(&self) -> Result<Vec<AuditRecord>> {
-        let (records, problems) = self.audit_checked().await?;
-        match problems.into_iter().next() {
-            None => Ok(records),
-            Some(p) => Err(Error::DamagedDocument(p)),
-        }
     }
 
     /// Every audit record that decodes, oldest first, and a sentence for
@@ -126,10 +116,22 @@ impl Repo {
         }
         Ok(out)
     }
+}
+
+impl Erasure<'_> {
+    /// Every audit record, oldest first. A damaged one is an error naming
+    /// it.
+    pub async fn audit(&self) -> Result<Vec<AuditRecord>> {
+        let (records, problems) = self.repo.audit_checked().await?;
+        match problems.into_iter().next() {
+            None => Ok(records),
+            Some(p) => Err(Error::DamagedDocument(p)),
+        }
+    }
 
     /// Proves that no stored blob holds a row any recorded erasure removed.
-    pub async fn verify_erased(&self, progress: &dyn Progress) -> Result<ErasedCheck> {
-        let blobs = self.store().list_blobs().await?;
+    pub async fn verify(&self, progress: &dyn Progress) -> Result<ErasedCheck> {
+        let blobs = self.repo.store().list_blobs().await?;
         let records = self.audit().await?;
         progress.begin("checking erasures", blobs.iter().map(|b| b.size).sum());
         let mut check = ErasedCheck {
@@ -141,7 +143,7 @@ impl Repo {
             .map(|b| (b.id, b.last_modified.timestamp_millis()))
             .collect();
         for b in &blobs {
-            let bytes = self.store().get_stored_blob(&b.id).await?;
+            let bytes = self.repo.store().get_stored_blob(&b.id).await?;
             if bytes.len() >= 4 && &bytes[..4] == b"PAR1" {
                 check.files += 1;
                 check.rows += parquet::file::reader::SerializedFileReader::new(bytes)
@@ -154,8 +156,8 @@ impl Repo {
             }
             progress.advance(b.size);
         }
-        check.holders = self.erased_holders(records, &ids, false).await?;
-        if let Some(cache) = self.store().cache() {
+        check.holders = self.repo.erased_holders(records, &ids, false).await?;
+        if let Some(cache) = self.repo.store().cache() {
             let stored: HashSet<ObjectId> = blobs.iter().map(|b| b.id).collect();
             for id in cache.ids().into_iter().filter(|id| !stored.contains(id)) {
                 cache.remove(&id);

@@ -2,7 +2,7 @@
 //! every kept version, physically, with an audit record that holds no
 //! personal data.
 //!
-//! [`Repo::erase_plan`] finds every data file, in every stored version, that
+//! [`Erasure::plan`] finds every data file, in every stored version, that
 //! holds a matching row (deleted positions count: their bytes are still
 //! there), and plans a rewrite of each without those rows. A file shared by
 //! many versions is rewritten once and shared again; each version's deletion
@@ -12,7 +12,7 @@
 //! author and message and a `replaces` link. Rewrites are deterministic, so
 //! planning twice gives the same blobs and the same version ids.
 //!
-//! [`Repo::erase_apply`] then: (1) writes the new blobs; (2) writes a
+//! [`Erasure::apply`] then: (1) writes the new blobs; (2) writes a
 //! pending record naming the old blobs to delete; (3) moves each branch and
 //! tag onto its replacement; (4) deletes the old blobs at once, whatever
 //! the grace period; (5) writes the audit record and drops the pending one.
@@ -125,7 +125,7 @@ pub struct PlannedVersion {
 /// (only its BLAKE3), not the rows. Its JSON is the whole plan: every new
 /// blob is named by its id, and since rewrites are deterministic, planning
 /// again with the same predicate on the same repository gives the same
-/// ids; [`Repo::erase_apply_saved`] applies a plan read back from its JSON
+/// ids; [`Erasure::apply_saved`] applies a plan read back from its JSON
 /// when that holds, and refuses it otherwise.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErasePlan {
@@ -236,15 +236,29 @@ impl ErasedCheck {
     }
 }
 
+/// A repository's erasures ([`Repo::erasure`]): planned, applied, read
+/// back from their audit records, and checked.
+#[derive(Debug, Clone, Copy)]
+pub struct Erasure<'a> {
+    repo: &'a Repo,
+}
+
 impl Repo {
+    /// The repository's erasures.
+    pub fn erasure(&self) -> Erasure<'_> {
+        Erasure { repo: self }
+    }
+}
+
+impl Erasure<'_> {
     /// Plans an erasure. Changes nothing.
-    pub async fn erase_plan(&self, opts: &EraseOptions) -> Result<ErasePlan> {
+    pub async fn plan(&self, opts: &EraseOptions) -> Result<ErasePlan> {
         if opts.reason.trim().is_empty() {
             return Err(Error::NoReason);
         }
-        let lease = self.take_lease(LeaseKind::Erase).await?;
-        let out = self.plan_erasure(opts).await;
-        lease.release(self).await;
+        let lease = self.repo.take_lease(LeaseKind::Erase).await?;
+        let out = self.repo.plan_erasure(opts).await;
+        lease.release(self.repo).await;
         out
     }
 
@@ -253,49 +267,45 @@ impl Repo {
     /// plan (a commit moved a branch, a gc expired a version it replaces),
     /// it plans again and applies that, retrying with a random, growing
     /// pause while commits keep moving the refs, for up to a minute.
-    pub async fn erase_apply(&self, plan: ErasePlan) -> Result<EraseReport> {
-        let lease = self.take_lease(LeaseKind::Erase).await?;
-        let out = self.apply_erasure_leased(plan, false).await;
-        lease.release(self).await;
+    pub async fn apply(&self, plan: ErasePlan) -> Result<EraseReport> {
+        let lease = self.repo.take_lease(LeaseKind::Erase).await?;
+        let out = self.repo.apply_erasure_leased(plan, false).await;
+        lease.release(self.repo).await;
         Ok(out?.1)
     }
 
     /// Plans and applies an erasure under one hold of the gc/erasure
     /// lease, so that nothing deletes in between: what
-    /// [`Repo::erase_plan`] then [`Repo::erase_apply`] do, without the
+    /// [`Erasure::plan`] then [`Erasure::apply`] do, without the
     /// second checking and reading again what the first read. Returns the
     /// plan applied (planned again if commits moved the refs meanwhile)
     /// and the report, or only the plan when it is empty (no stored row
     /// matches: nothing is written).
-    pub async fn erase(&self, opts: &EraseOptions) -> Result<(ErasePlan, Option<EraseReport>)> {
+    pub async fn run(&self, opts: &EraseOptions) -> Result<(ErasePlan, Option<EraseReport>)> {
         if opts.reason.trim().is_empty() {
             return Err(Error::NoReason);
         }
-        let lease = self.take_lease(LeaseKind::Erase).await?;
+        let lease = self.repo.take_lease(LeaseKind::Erase).await?;
         let out = async {
-            let plan = self.plan_erasure(opts).await?;
+            let plan = self.repo.plan_erasure(opts).await?;
             if plan.is_empty() {
                 return Ok((plan, None));
             }
-            let (plan, report) = self.apply_erasure_leased(plan, true).await?;
+            let (plan, report) = self.repo.apply_erasure_leased(plan, true).await?;
             Ok((plan, Some(report)))
         }
         .await;
-        lease.release(self).await;
+        lease.release(self.repo).await;
         out
     }
 
-    /// Applies a plan read back from its JSON (made by [`Repo::erase_plan`],
+    /// Applies a plan read back from its JSON (made by [`Erasure::plan`],
     /// maybe in another process, and reviewed): plans again with
     /// `predicate`, which the plan does not hold, and applies that only if
     /// it does exactly what the saved plan says. Otherwise nothing changes:
     /// [`Error::PlanPredicate`] for another predicate,
     /// [`Error::PlanOutdated`] when the repository moved since.
-    pub async fn erase_apply_saved(
-        &self,
-        saved: &ErasePlan,
-        predicate: &str,
-    ) -> Result<EraseReport> {
+    pub async fn apply_saved(&self, saved: &ErasePlan, predicate: &str) -> Result<EraseReport> {
         let hash = blake3::hash(predicate.as_bytes()).to_hex().to_string();
         if hash != saved.predicate_hash {
             return Err(Error::PlanPredicate {
@@ -307,9 +317,9 @@ impl Repo {
             predicate: predicate.to_string(),
             reason: saved.reason.clone(),
         };
-        let lease = self.take_lease(LeaseKind::Erase).await?;
+        let lease = self.repo.take_lease(LeaseKind::Erase).await?;
         let out = async {
-            let plan = self.plan_erasure(&options).await?;
+            let plan = self.repo.plan_erasure(&options).await?;
             if let Some(detail) = plan.differs_from(saved) {
                 return Err(Error::PlanOutdated {
                     what: "erasure",
@@ -318,10 +328,10 @@ impl Repo {
             }
             // A ref that moves while this applies is `RefMoved`, as for
             // any erasure: the same erase, run again, finishes it.
-            self.apply_erasure(&plan).await
+            self.repo.apply_erasure(&plan).await
         }
         .await;
-        lease.release(self).await;
+        lease.release(self.repo).await;
         out
     }
 }

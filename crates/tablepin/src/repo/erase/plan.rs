@@ -186,8 +186,8 @@ impl Repo {
     /// that has it, every version the refs reach with its snapshot of the
     /// table, and the refs naming each version.
     pub(crate) async fn erasure_scope(&self, table: &str) -> Result<Stored> {
-        let branches = self.refs(RefKind::Branch).await?;
-        let tags = self.refs(RefKind::Tag).await?;
+        let branches = self.refs().list(RefKind::Branch).await?;
+        let tags = self.refs().list(RefKind::Tag).await?;
         let mut head_schema = None;
         let mut tables = BTreeSet::new();
         for b in &branches {

@@ -1,9 +1,9 @@
 //! Retention and garbage collection: plan first, then apply.
 //!
-//! A [`GcPolicy`] names what to keep; [`Repo::gc_plan`] turns it, the refs
+//! A [`GcPolicy`] names what to keep; [`Gc::plan`] turns it, the refs
 //! and the version graph into a [`GcPlan`] (versions kept and expired, blobs
 //! kept and freed, the fate of every tag) without changing anything, and
-//! [`Repo::gc_apply`] carries it out. The rules:
+//! [`Gc::apply`] carries it out. The rules:
 //!
 //! 1. Every branch head is kept. With `keep_tags` (the default) every tagged
 //!    version is kept; without it, a tag whose version expires is deleted,
@@ -186,16 +186,6 @@ impl Repo {
         Ok(v)
     }
 
-    /// The blobs a version needs to stay readable, and so the blobs `gc`
-    /// keeps for it: its record, its table snapshots, their data files and
-    /// deletion vectors (a pack once, however many files it serves). What
-    /// a retention rule keeps is the union of its kept versions' sets.
-    pub async fn blobs_of(&self, id: &VersionId) -> Result<BTreeSet<ObjectId>> {
-        let mut out = HashSet::new();
-        self.reach(id, &mut out).await?;
-        Ok(out.into_iter().collect())
-    }
-
     /// Every blob a version needs, with what it is (see [`Need`]): the
     /// version record and its snapshots are read (and so verified), the
     /// data files and deletion vectors are named with their sizes.
@@ -304,46 +294,6 @@ impl Repo {
             .into_iter()
             .filter(|(_, target, live)| *live || listed.contains(&target.0))
             .collect()
-    }
-
-    /// Plans a garbage collection (holding the gc/erasure lease while it
-    /// reads, see `lease`).
-    pub async fn gc_plan(&self, policy: &GcPolicy) -> Result<GcPlan> {
-        policy.validate()?;
-        let lease = self.take_lease(LeaseKind::Gc).await?;
-        let out = self.plan_gc(policy).await;
-        lease.release(self).await;
-        Ok(out?.0)
-    }
-
-    /// Applies a plan: tombstones, tag deletions, then the sweep (holding
-    /// the gc/erasure lease). What the plan expires and another gc or an
-    /// erasure has deleted since is passed over.
-    pub async fn gc_apply(&self, plan: GcPlan) -> Result<GcReport> {
-        let lease = self.take_lease(LeaseKind::Gc).await?;
-        let out = async {
-            let listed = self.listed_blobs().await?;
-            self.apply_gc(plan, &listed).await
-        }
-        .await;
-        lease.release(self).await;
-        out
-    }
-
-    /// Plans and applies a garbage collection under one hold of the
-    /// gc/erasure lease, so that nothing deletes in between: what
-    /// [`Repo::gc_plan`] then [`Repo::gc_apply`] do, without the second
-    /// reading again what the first read.
-    pub async fn gc(&self, policy: &GcPolicy) -> Result<GcReport> {
-        policy.validate()?;
-        let lease = self.take_lease(LeaseKind::Gc).await?;
-        let out = async {
-            let (plan, listed) = self.plan_gc(policy).await?;
-            self.apply_gc(plan, &listed).await
-        }
-        .await;
-        lease.release(self).await;
-        out
     }
 
     /// The ids of the blobs a listing of the store finds.
@@ -537,3 +487,69 @@ impl Repo {
 
 #[cfg(test)]
 mod tests;
+
+/// A repository's garbage collection ([`Repo::gc`]): planned, applied,
+/// or both under one hold of the gc/erasure lease.
+#[derive(Debug, Clone, Copy)]
+pub struct Gc<'a> {
+    repo: &'a Repo,
+}
+
+impl Repo {
+    /// The repository's garbage collection.
+    pub fn gc(&self) -> Gc<'_> {
+        Gc { repo: self }
+    }
+}
+
+impl Gc<'_> {
+    /// Plans a garbage collection (holding the gc/erasure lease while it
+    /// reads, see `lease`).
+    pub async fn plan(&self, policy: &GcPolicy) -> Result<GcPlan> {
+        policy.validate()?;
+        let lease = self.repo.take_lease(LeaseKind::Gc).await?;
+        let out = self.repo.plan_gc(policy).await;
+        lease.release(self.repo).await;
+        Ok(out?.0)
+    }
+
+    /// Applies a plan: tombstones, tag deletions, then the sweep (holding
+    /// the gc/erasure lease). What the plan expires and another gc or an
+    /// erasure has deleted since is passed over.
+    pub async fn apply(&self, plan: GcPlan) -> Result<GcReport> {
+        let lease = self.repo.take_lease(LeaseKind::Gc).await?;
+        let out = async {
+            let listed = self.repo.listed_blobs().await?;
+            self.repo.apply_gc(plan, &listed).await
+        }
+        .await;
+        lease.release(self.repo).await;
+        out
+    }
+
+    /// Plans and applies a garbage collection under one hold of the
+    /// gc/erasure lease, so that nothing deletes in between: what
+    /// [`Gc::plan`] then [`Gc::apply`] do, without the second
+    /// reading again what the first read.
+    pub async fn run(&self, policy: &GcPolicy) -> Result<GcReport> {
+        policy.validate()?;
+        let lease = self.repo.take_lease(LeaseKind::Gc).await?;
+        let out = async {
+            let (plan, listed) = self.repo.plan_gc(policy).await?;
+            self.repo.apply_gc(plan, &listed).await
+        }
+        .await;
+        lease.release(self.repo).await;
+        out
+    }
+
+    /// The blobs a version needs to stay readable, and so the blobs `gc`
+    /// keeps for it: its record, its table snapshots, their data files and
+    /// deletion vectors (a pack once, however many files it serves). What
+    /// a retention rule keeps is the union of its kept versions' sets.
+    pub async fn blobs_of(&self, id: &VersionId) -> Result<BTreeSet<ObjectId>> {
+        let mut out = HashSet::new();
+        self.repo.reach(id, &mut out).await?;
+        Ok(out.into_iter().collect())
+    }
+}

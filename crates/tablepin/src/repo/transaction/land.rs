@@ -201,7 +201,7 @@ impl Repo {
                 .await?
                 .and_then(|h| h.target));
         }
-        let live = self.refs(RefKind::Branch).await?;
+        let live = self.refs().list(RefKind::Branch).await?;
         if live.is_empty() {
             return Ok(None);
         }
