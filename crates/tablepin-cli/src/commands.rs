@@ -269,7 +269,7 @@ async fn commit(repo: &Repo, a: CommitArgs, json_out: bool) -> Result<ExitCode> 
     if header_only {
         // A CSV header says nothing of the columns' types: read it with the
         // table's schema, or refuse it for a new table.
-        let Some(table_schema) = repo.table_schema(&opts.branch, &a.table).await? else {
+        let Some(table_schema) = repo.transaction(&a.table, &opts).schema().await? else {
             return Err(tablepin::Error::Input {
                 path: a.file.clone(),
                 message: format!(
@@ -507,9 +507,9 @@ async fn compact(repo: &Repo, a: CompactArgs, json_out: bool) -> Result<ExitCode
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let after = repo.files(&r.version, &r.table).await?;
-    let before = match &r.parent {
-        Some(p) => repo.files(p, &r.table).await?,
+    let after = repo.snapshot(r.version).await?.files(&r.table).await?;
+    let before = match r.parent {
+        Some(p) => repo.snapshot(p).await?.files(&r.table).await?,
         None => Vec::new(),
     };
     let hidden: u64 = before.iter().map(|f| f.rows - f.live_rows()).sum();
@@ -679,13 +679,11 @@ fn replaced_text(r: &tablepin::Replaced) -> String {
 
 /// Each table of a version with its snapshot.
 async fn snapshots(
-    repo: &Repo,
-    id: &tablepin::VersionId,
-    v: &tablepin::format::Version,
+    at: &tablepin::Snapshot<'_>,
 ) -> Result<Vec<(String, tablepin::format::TableSnapshot)>> {
     let mut tables = Vec::new();
-    for name in v.tables.keys() {
-        tables.push((name.clone(), repo.snapshot_of(id, v, name).await?));
+    for name in at.version().tables.keys() {
+        tables.push((name.clone(), at.table(name).await?));
     }
     Ok(tables)
 }
@@ -694,8 +692,9 @@ async fn snapshots(
 /// time, author, message and changes, and each table's rows, content
 /// hash, key, schema, files and bytes.
 pub async fn version_json(repo: &Repo, id: &tablepin::VersionId) -> Result<serde_json::Value> {
-    let v = repo.version(id).await?;
-    let tables: Vec<_> = snapshots(repo, id, &v)
+    let at = repo.snapshot(id).await?;
+    let v = at.version();
+    let tables: Vec<_> = snapshots(&at)
         .await?
         .iter()
         .map(|(n, s)| {
@@ -721,8 +720,8 @@ async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
         output::json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let v = repo.version(&id).await?;
-    let tables = snapshots(repo, &id, &v).await?;
+    let at = repo.snapshot(id).await?;
+    let (v, tables) = (at.version(), snapshots(&at).await?);
     if let Some(r) = &replaced {
         outln!("asked for {}: {}", r.old, replaced_text(r));
     }
@@ -922,9 +921,9 @@ async fn export(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<ExitCode> 
     }
     let to_stdout = export_target(&a)?;
     // Streamed: the rows go to the file as they are read, never all held.
-    let (mut read, replaced) = repo
-        .scan_stream(&a.rev, &a.table, &Default::default())
-        .await?;
+    let at = repo.snapshot(&a.rev).await?;
+    let replaced = at.replaced().cloned();
+    let mut read = at.stream(&a.table, &Default::default()).await?;
     if let Some(r) = &replaced {
         eprintln!("note: {}", replaced_text(r));
     }
@@ -1027,7 +1026,9 @@ async fn cat(repo: &Repo, a: CatArgs, json_out: bool) -> Result<ExitCode> {
         limit: Some(a.limit),
         ..Default::default()
     };
-    let (mut read, replaced) = repo.scan_stream(&a.rev, &a.table, &opts).await?;
+    let at = repo.snapshot(&a.rev).await?;
+    let replaced = at.replaced().cloned();
+    let mut read = at.stream(&a.table, &opts).await?;
     if let Some(r) = &replaced {
         eprintln!("note: {}", replaced_text(r));
     }

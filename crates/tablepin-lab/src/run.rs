@@ -780,7 +780,7 @@ async fn read_last(
     let (mc, month_rows, mread) = read_back(&month_last, false, &mut rp.cache)?;
     let (wc, _, wread) = read_back(&week_last, false, &mut rp.cache)?;
     let (cc, _, cread) = read_back(&changes_last, true, &mut rp.cache)?;
-    let mut tp_head = repos.main.read_version(head, "sales", None).await?;
+    let mut tp_head = repos.main.snapshot(head).await?.read("sales", None).await?;
     let tp_head_content = tablepin_rowhash::content_hash(&tp_head.batches)?;
     // The rows are checked; keep only what the read touched.
     tp_head.batches = Vec::new();
@@ -824,7 +824,12 @@ async fn read_back_tags(
                 row["copy"] = json!(exact);
             }
         }
-        let tr = repos.main.read_version(&t.tablepin, "sales", None).await?;
+        let tr = repos
+            .main
+            .snapshot(t.tablepin)
+            .await?
+            .read("sales", None)
+            .await?;
         let th = tablepin_rowhash::content_hash(&tr.batches)?;
         let ok =
             th == t.content && tr.stats.rows == t.rows && tr.snapshot.content_hash == t.content;
@@ -1192,7 +1197,10 @@ async fn gc_rule(
         let Ok(id) = r.resolve(&name).await else {
             continue;
         };
-        let Ok(s) = r.snapshot(&id, "sales").await else {
+        let Ok(at) = r.snapshot(id).await else {
+            continue;
+        };
+        let Ok(s) = at.table("sales").await else {
             continue;
         };
         if verify.problems.is_empty()

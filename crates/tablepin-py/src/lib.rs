@@ -569,15 +569,18 @@ impl PyRepo {
         };
         let at = rev.clone();
         if whole {
-            let (read, replaced) = run(py, async move { repo.scan(&at, &table, &opts).await })?;
+            let (read, replaced) = run(py, async move {
+                let at = repo.snapshot(&at).await?;
+                Ok((at.scan(&table, &opts).await?, at.replaced().cloned()))
+            })?;
             let meta = scan_meta(&rev, &read.version, &read.snapshot, replaced);
             let handle = ScanHandle::done(read.stats);
             return Ok((stream(read.schema, read.batches), json(&meta)?, handle));
         }
-        let (s, replaced) = run(
-            py,
-            async move { repo.scan_stream(&at, &table, &opts).await },
-        )?;
+        let (s, replaced) = run(py, async move {
+            let at = repo.snapshot(&at).await?;
+            Ok((at.stream(&table, &opts).await?, at.replaced().cloned()))
+        })?;
         let meta = scan_meta(&rev, &s.version, &s.snapshot, replaced);
         let handle = ScanHandle {
             stats: s.shared_stats(),
@@ -858,11 +861,11 @@ impl PyRepo {
     fn show(&self, py: Python<'_>, rev: String) -> PyResult<String> {
         let repo = self.repo.clone();
         let v = run(py, async move {
-            let (id, replaced) = repo.resolve_noted(&rev).await?;
-            let v = repo.version(&id).await?;
+            let at = repo.snapshot(&rev).await?;
+            let (id, v, replaced) = (at.id(), at.version(), at.replaced().cloned());
             let mut tables = Vec::new();
             for name in v.tables.keys() {
-                let s = repo.snapshot_of(&id, &v, name).await?;
+                let s = at.table(name).await?;
                 tables.push(serde_json::json!({
                     "table": name, "rows": s.rows, "content_hash": s.content_hash, "key": s.key,
                     "columns": s.schema.fields().iter().map(|f| serde_json::json!({

@@ -97,7 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         files: None,
         limit: None,
     };
-    let (read, _) = repo.scan("main", "sales", &opts).await?;
+    let read = repo.snapshot("main").await?.scan("sales", &opts).await?;
     assert_eq!(read.stats.columns_decoded, 2);
     println!(
         "main, price where price > 3 ({} of 3 columns decoded: price, and the key for the merge):\n{}",

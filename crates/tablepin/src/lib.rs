@@ -64,9 +64,9 @@ pub use repo::{
     check_name, CommitInput, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff,
     EraseOptions, ErasePlan, EraseReport, ErasedCheck, Erasure, Gc, GcPlan, GcPolicy, GcReport,
     Input, LogEntry, LogOptions, MergeOptions, MergeOutcome, MergeResult, NoProgress, Progress,
-    RefInfo, Refs, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, Strategy, TableDiff,
-    TableMerge, TableRead, TableStream, Transaction, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS,
-    MIN_GRACE_MS,
+    RefInfo, Refs, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, Rev, Snapshot,
+    Strategy, TableDiff, TableMerge, TableRead, TableStream, Transaction, DEFAULT_BRANCH,
+    DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
 };
 pub use settings::Settings;
 pub use subject::Subject;

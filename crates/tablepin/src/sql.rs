@@ -75,8 +75,8 @@ pub struct VersionTable {
 impl VersionTable {
     /// `table` at the version `rev` names.
     pub async fn new(repo: &Repo, table: &str, rev: &str) -> Result<Self> {
-        let version = repo.resolve(rev).await?;
-        let snapshot = repo.snapshot(&version, table).await?;
+        let at = repo.snapshot(rev).await?;
+        let (version, snapshot) = (at.id(), at.table(table).await?);
         Ok(Self {
             store: repo.store_arc(),
             table: table.to_string(),

@@ -230,8 +230,8 @@ proptest! {
             let b = versions[pick.1 % versions.len()];
             let d = repo.diff_versions(&a, &b, Some("t")).await.unwrap();
             let t = &d.tables[0];
-            let old = rows_of(&repo.read_version(&a, "t", None).await.unwrap().batches);
-            let new = rows_of(&repo.read_version(&b, "t", None).await.unwrap().batches);
+            let old = rows_of(&repo.snapshot(a).await.unwrap().read("t", None).await.unwrap().batches);
+            let new = rows_of(&repo.snapshot(b).await.unwrap().read("t", None).await.unwrap().batches);
             let expected = naive(keyed, &old, &new);
             prop_assert_eq!(diff_rows(&t.rows), expected.clone());
             let count = |k: &str| expected.iter().filter(|e| e.0 == k).count() as u64;

@@ -73,7 +73,13 @@ async fn twenty_versions_of_a_million_rows_read_back_exactly() {
     }
     // Every version, row for row (keyed: key order, which is id order here).
     for (i, (v, table)) in versions.iter().zip(&history).enumerate() {
-        let read = repo.read_version(v, "sales", None).await.unwrap();
+        let read = repo
+            .snapshot(v)
+            .await
+            .unwrap()
+            .read("sales", None)
+            .await
+            .unwrap();
         let got = concat_batches(&read.schema, &read.batches).unwrap();
         assert_eq!(&got, table, "version {i} reads back differently");
     }

@@ -203,7 +203,7 @@ proptest! {
             expected.sort();
             let got = read(&repo, "main").await;
             prop_assert_eq!(&got, &expected);
-            let snap = repo.snapshot(&repo.resolve("main").await.unwrap(), "t").await.unwrap();
+            let snap = repo.snapshot(repo.resolve("main").await.unwrap()).await.unwrap().table("t").await.unwrap();
             let hash = tablepin::content_hash([&batch(&expected)]).unwrap();
             prop_assert_eq!(snap.content_hash, hash);
             prop_assert_eq!(snap.rows, expected.len() as u64);
@@ -341,7 +341,7 @@ async fn a_revert_undoes_one_version_under_later_ones() {
     assert_eq!(read(&repo, "main").await, expected);
     let v = repo.version(&m.version.unwrap()).await.unwrap();
     assert_eq!(v.parents.len(), 1);
-    let snap = repo.snapshot(&m.version.unwrap(), "t").await.unwrap();
+    let snap = table_t(&repo, m.version.unwrap()).await;
     assert_eq!(
         snap.content_hash,
         tablepin::content_hash([&batch(&expected)]).unwrap()
@@ -427,7 +427,7 @@ async fn a_column_added_on_one_side_merges_and_a_dropped_one_is_refused() {
         .map(|(a, b, c)| (*a, *b, c.map(str::to_string)))
         .collect();
     assert_eq!(got, expected);
-    let snap = repo.snapshot(&m.version.unwrap(), "t").await.unwrap();
+    let snap = table_t(&repo, m.version.unwrap()).await;
     let rows: Vec<(i64, i64, Option<&str>)> = expected
         .iter()
         .map(|(a, b, c)| (*a, *b, c.as_deref()))
@@ -462,4 +462,9 @@ async fn a_column_added_on_one_side_merges_and_a_dropped_one_is_refused() {
     );
     assert!(e.to_string().contains("--theirs=t"), "{e}");
     assert_eq!(repo.resolve("main").await.unwrap(), head);
+}
+
+/// Table "t"'s snapshot in a version.
+async fn table_t(r: &Repo, v: tablepin::VersionId) -> tablepin::format::TableSnapshot {
+    r.snapshot(v).await.unwrap().table("t").await.unwrap()
 }

@@ -351,13 +351,13 @@ async fn hidden_rows_past_one_percent_are_compacted_and_the_hash_stays() {
     let c = put(&r, t(&[1, 2, 3, 4, 5], &["x"; 5]), Mode::Upsert)
         .await
         .unwrap();
-    let s = r.snapshot(&c.version, "t").await.unwrap();
+    let s = table_t(&r, c.version).await;
     assert!(s.files.iter().any(|f| f.deletes.is_some()));
     assert_eq!(s.files.iter().map(|f| f.rows).sum::<u64>(), 1005);
     // 10 more: 15 hidden of 1,015, past 1%: the file is rewritten.
     let more: Vec<i64> = (10..20).collect();
     let c = put(&r, t(&more, &["y"; 10]), Mode::Upsert).await.unwrap();
-    let s = r.snapshot(&c.version, "t").await.unwrap();
+    let s = table_t(&r, c.version).await;
     let in_files: u64 = s.files.iter().map(|f| f.rows).sum();
     assert!(
         in_files <= 1000 + (1000 / 200),
@@ -467,7 +467,7 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
         .await
         .unwrap();
     let before = head(&r).await;
-    let old = r.snapshot(&last.version, "t").await.unwrap();
+    let old = table_t(&r, last.version).await;
     assert!(old.files.iter().any(|f| f.deletes.is_some()));
     assert_eq!(old.files.len(), 5);
 
@@ -489,7 +489,7 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
         (0, 0, 0)
     );
     assert_eq!(c.change.checks.fired(), ["files"]);
-    let s = r.snapshot(&c.version, "t").await.unwrap();
+    let s = table_t(&r, c.version).await;
     assert!(s.files.iter().all(|f| f.deletes.is_none()));
     assert_eq!(
         s.files.iter().map(|f| f.rows).collect::<Vec<_>>(),
@@ -557,7 +557,7 @@ async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
     let c1 = put(&r, t(&[10, 1011, 2012], &["x"; 3]), Mode::Upsert)
         .await
         .unwrap();
-    let s1 = r.snapshot(&c1.version, "t").await.unwrap();
+    let s1 = table_t(&r, c1.version).await;
     let dvs: Vec<_> = s1.files.iter().filter_map(|f| f.deletes.clone()).collect();
     assert_eq!(dvs.len(), 3);
     let pack = dvs[0].blob;
@@ -578,7 +578,7 @@ async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
     let c2 = put(&r, t(&[1020, 3013], &["y"; 2]), Mode::Upsert)
         .await
         .unwrap();
-    let s2 = r.snapshot(&c2.version, "t").await.unwrap();
+    let s2 = table_t(&r, c2.version).await;
     assert_eq!(s2.files[0].deletes, s1.files[0].deletes);
     assert_eq!(s2.files[2].deletes, s1.files[2].deletes);
     let (d1, d3) = (
@@ -782,4 +782,9 @@ async fn a_commit_starts_from_the_tables_its_head_entry_records() {
         "{:?}",
         report.problems
     );
+}
+
+/// Table "t"'s snapshot in a version.
+async fn table_t(r: &Repo, v: tablepin::VersionId) -> tablepin::format::TableSnapshot {
+    r.snapshot(v).await.unwrap().table("t").await.unwrap()
 }

@@ -43,7 +43,7 @@ fn opts(mode: Mode) -> CommitOptions {
 }
 
 async fn all_rows(r: &Repo, v: &VersionId) -> RecordBatch {
-    let read = r.read_version(v, "t", None).await.unwrap();
+    let read = r.snapshot(v).await.unwrap().read("t", None).await.unwrap();
     concat_batches(&read.schema, &read.batches).unwrap()
 }
 
@@ -151,7 +151,11 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
     let log = r.log("main").await.unwrap();
     assert_eq!(log.len(), 8, "expired versions still show in the log");
     assert_eq!(log.iter().filter(|e| e.expired).count(), 5);
-    assert!(r.read_version(&versions[0], "t", None).await.is_err());
+    assert!(
+        async { r.snapshot(versions[0]).await?.read("t", None).await }
+            .await
+            .is_err()
+    );
 
     // Without keep-tags the tag goes with its version, never dangling.
     let p = r
@@ -222,7 +226,7 @@ async fn erase_removes_rows_from_every_version_and_tags_stay_exact() {
         let id = r.resolve(name).await.unwrap();
         let got = all_rows(&r, &id).await;
         assert_eq!(got, without(old, 3), "tag {name}");
-        let snap = r.snapshot(&id, "t").await.unwrap();
+        let snap = r.snapshot(id).await.unwrap().table("t").await.unwrap();
         assert_eq!(snap.content_hash, content_hash([&got]).unwrap());
     }
     assert!(r.verify(&NoProgress).await.unwrap().problems.is_empty());
@@ -441,7 +445,13 @@ async fn refs_read_back(r: &Repo, expected: &BTreeMap<VersionId, RecordBatch>) {
             if let Some(want) = expected.get(&rf.target) {
                 let got = all_rows(r, &rf.target).await;
                 assert_eq!(&got, want, "{} {}", kind.dir(), rf.name);
-                let snap = r.snapshot(&rf.target, "t").await.unwrap();
+                let snap = r
+                    .snapshot(rf.target)
+                    .await
+                    .unwrap()
+                    .table("t")
+                    .await
+                    .unwrap();
                 let mut h = ContentHash::EMPTY;
                 for x in hash_rows(&got).unwrap() {
                     h.add(&x);

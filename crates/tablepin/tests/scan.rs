@@ -66,7 +66,7 @@ async fn whole(repo: &Repo) -> RecordBatch {
 }
 
 async fn scan(repo: &Repo, opts: ScanOptions) -> tablepin::Result<RecordBatch> {
-    let (r, _) = repo.scan("main", "t", &opts).await?;
+    let r = repo.snapshot("main").await?.scan("t", &opts).await?;
     Ok(concat_batches(&r.schema, &r.batches).unwrap())
 }
 
@@ -85,8 +85,11 @@ async fn columns_come_in_the_order_asked_even_without_the_key() {
     .unwrap();
     assert_eq!(got, all.project(&[2, 1]).unwrap());
     // Only the columns asked for and the key (for the merge) are decoded.
-    let (r, _) = repo
-        .scan("main", "t", &ScanOptions::columns(Some(&["price".into()])))
+    let r = repo
+        .snapshot("main")
+        .await
+        .unwrap()
+        .scan("t", &ScanOptions::columns(Some(&["price".into()])))
         .await
         .unwrap();
     assert_eq!(r.stats.columns_decoded, 2);
@@ -212,7 +215,13 @@ async fn first_rows(repo: &Repo, limit: usize) -> (RecordBatch, tablepin::ReadSt
         limit: Some(limit),
         ..Default::default()
     };
-    let (r, _) = repo.scan("main", "t", &opts).await.unwrap();
+    let r = repo
+        .snapshot("main")
+        .await
+        .unwrap()
+        .scan("t", &opts)
+        .await
+        .unwrap();
     (concat_batches(&r.schema, &r.batches).unwrap(), r.stats)
 }
 
@@ -272,9 +281,11 @@ async fn a_limit_reads_only_the_files_that_can_hold_the_first_rows() {
         .await
         .unwrap();
     let whole = read_all(&repo).await;
-    let (r, _) = repo
+    let r = repo
+        .snapshot("main")
+        .await
+        .unwrap()
         .scan(
-            "main",
             "t",
             &ScanOptions {
                 limit: Some(3),
@@ -295,7 +306,13 @@ async fn streamed(
     table: &str,
     opts: &ScanOptions,
 ) -> (RecordBatch, tablepin::ReadStats) {
-    let (mut s, _) = repo.scan_stream("main", table, opts).await.unwrap();
+    let mut s = repo
+        .snapshot("main")
+        .await
+        .unwrap()
+        .stream(table, opts)
+        .await
+        .unwrap();
     let mut batches = Vec::new();
     while let Some(b) = s.next_batch().await {
         batches.push(b.unwrap());
@@ -342,7 +359,13 @@ async fn a_streamed_read_gives_what_a_whole_read_gives() {
     ];
     for table in ["t", "u"] {
         for opts in &cases {
-            let (r, _) = repo.scan("main", table, opts).await.unwrap();
+            let r = repo
+                .snapshot("main")
+                .await
+                .unwrap()
+                .scan(table, opts)
+                .await
+                .unwrap();
             let whole = concat_batches(&r.schema, &r.batches).unwrap();
             let (got, stats) = streamed(&repo, table, opts).await;
             assert_eq!(got, whole, "{table} {opts:?}");
@@ -379,16 +402,28 @@ async fn a_streamed_read_of_a_missing_file_names_the_version() {
         ..Default::default()
     };
     let v = repo.commit("t", b.schema(), vec![b], &keyed).await.unwrap();
-    let snap = repo.snapshot(&v.version, "t").await.unwrap();
+    let snap = repo
+        .snapshot(v.version)
+        .await
+        .unwrap()
+        .table("t")
+        .await
+        .unwrap();
     let name = snap.files[0].data.fanout_path();
     let path = walk(dir.path())
         .into_iter()
         .find(|p| p.to_string_lossy().ends_with(&name))
         .expect("the data file on disk");
     std::fs::remove_file(path).unwrap();
-    let e = match repo.scan_stream("main", "t", &ScanOptions::default()).await {
+    let e = match repo
+        .snapshot("main")
+        .await
+        .unwrap()
+        .stream("t", &ScanOptions::default())
+        .await
+    {
         Err(e) => e,
-        Ok((mut s, _)) => loop {
+        Ok(mut s) => loop {
             match s.next_batch().await {
                 Some(Err(e)) => break e,
                 Some(Ok(_)) => continue,
@@ -433,8 +468,11 @@ async fn chosen_files_give_their_live_rows_and_together_the_version() {
         arrow::compute::take_record_batch(&both, &arrow::array::UInt32Array::from(order)).unwrap();
     assert_eq!(sorted, all);
     // A streamed read of chosen files is the same rows.
-    let (s, _) = repo
-        .scan_stream("main", "t", &files(vec![1, 0]))
+    let s = repo
+        .snapshot("main")
+        .await
+        .unwrap()
+        .stream("t", &files(vec![1, 0]))
         .await
         .unwrap();
     use futures::TryStreamExt;
@@ -480,7 +518,10 @@ async fn a_file_that_is_not_there_or_asked_twice_is_named() {
         "data file 1 of table 't' is asked for twice; name each file once"
     );
     let e = repo
-        .scan_stream("main", "t", &files(vec![5]))
+        .snapshot("main")
+        .await
+        .unwrap()
+        .stream("t", &files(vec![5]))
         .await
         .err()
         .unwrap();

@@ -148,8 +148,10 @@ async fn a_query_decodes_only_the_columns_it_reads() {
     assert_eq!(t.stats.columns_decoded, 1);
     // The filter ran while reading: only the French rows came out.
     let french = repo
+        .snapshot("train-v1")
+        .await
+        .unwrap()
         .scan(
-            "train-v1",
             "sales",
             &tablepin::ScanOptions {
                 filter: Some("country = 'France'".into()),
@@ -157,8 +159,7 @@ async fn a_query_decodes_only_the_columns_it_reads() {
             },
         )
         .await
-        .unwrap()
-        .0;
+        .unwrap();
     assert_eq!(t.stats.rows, french.stats.rows);
     assert!(t.stats.rows < 40_000 / 4, "{:?}", t.stats);
     let r = repo.sql("SELECT sum(quantity) FROM sales").await.unwrap();
@@ -185,8 +186,10 @@ async fn a_filter_on_the_key_skips_files_and_pages() {
     assert!(s.rows_decoded < 8 * 1024, "{s:?}");
     assert!(s.rows_decoded >= 1_000, "{s:?}");
     let plain = repo
+        .snapshot("main")
+        .await
+        .unwrap()
         .scan(
-            "main",
             "sales",
             &tablepin::ScanOptions {
                 filter: Some("id BETWEEN 20000 AND 20999".into()),
@@ -194,8 +197,7 @@ async fn a_filter_on_the_key_skips_files_and_pages() {
             },
         )
         .await
-        .unwrap()
-        .0;
+        .unwrap();
     assert_eq!(s.rows, plain.stats.rows, "{s:?}");
     // Keys past the first version's are in the later files only.
     let r = repo

@@ -178,10 +178,19 @@ async fn same_either_way(steps: &[Step]) -> (Repo, Repo, Vec<CommitResult>) {
 
 /// Rows in the files a commit's version has and its parent's has not.
 async fn rows_written(repo: &Repo, r: &CommitResult) -> u64 {
-    let after = repo.files(&r.version, "t").await.unwrap();
+    let after = repo
+        .snapshot(r.version)
+        .await
+        .unwrap()
+        .files("t")
+        .await
+        .unwrap();
     let old: std::collections::HashSet<_> = match &r.parent {
         Some(p) => repo
-            .files(p, "t")
+            .snapshot(p)
+            .await
+            .unwrap()
+            .files("t")
             .await
             .unwrap()
             .iter()

@@ -15,6 +15,7 @@ mod gc;
 mod lease;
 mod merge;
 mod rev;
+mod snapshot;
 mod streamed;
 mod transaction;
 mod verify;
@@ -40,6 +41,7 @@ pub use erase::{
 pub use gc::{Gc, GcPlan, GcPolicy, GcReport, TagFate, MIN_GRACE_MS};
 pub use merge::{MergeOptions, MergeOutcome, MergeResult, Strategy, TableMerge};
 pub use rev::{Replaced, ReplacedBy};
+pub use snapshot::{Rev, Snapshot, TableRead, TableStream};
 pub use streamed::CommitInput;
 pub(crate) use transaction::{retry_pause, Planned, Retry};
 pub use transaction::{
@@ -49,7 +51,6 @@ pub use transaction::{
 pub use verify::VerifyReport;
 
 use crate::error::{Error, Result};
-use crate::table::plan::Mode;
 use crate::table::{self, ReadStats, ScanOptions, WriteSettings};
 
 pub use crate::progress::{NoProgress, Progress};
@@ -80,62 +81,6 @@ fn follow(parents: &[VersionId], all: bool) -> Vec<VersionId> {
 fn pop_newest(frontier: &mut Vec<(i64, VersionId)>) -> Option<(i64, VersionId)> {
     let at = (0..frontier.len()).rev().max_by_key(|&i| frontier[i].0)?;
     Some(frontier.remove(at))
-}
-
-/// A table being read: the version, its snapshot, and the rows as a stream
-/// ([`Repo::scan_stream`]).
-pub struct TableStream {
-    /// The version read.
-    pub version: VersionId,
-    /// The table's snapshot.
-    pub snapshot: TableSnapshot,
-    /// Schema of the batches.
-    pub schema: SchemaRef,
-    /// The rows (key order for keyed tables, insertion order otherwise).
-    pub rows: futures::stream::BoxStream<'static, Result<RecordBatch>>,
-    stats: std::sync::Arc<std::sync::Mutex<ReadStats>>,
-}
-
-impl TableStream {
-    /// The next batch of rows; `None` once every row was given.
-    pub async fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
-        self.rows.next().await
-    }
-
-    /// What the read touched so far (all of it once `rows` has ended).
-    pub fn stats(&self) -> ReadStats {
-        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
-    }
-
-    /// The counts [`TableStream::stats`] reads, shared: they stay readable
-    /// after `rows` is handed on (to an Arrow stream, say).
-    pub fn shared_stats(&self) -> std::sync::Arc<std::sync::Mutex<ReadStats>> {
-        self.stats.clone()
-    }
-}
-
-impl std::fmt::Debug for TableStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableStream")
-            .field("version", &self.version)
-            .field("schema", &self.schema)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A table read back.
-#[derive(Debug, Clone)]
-pub struct TableRead {
-    /// The version read.
-    pub version: VersionId,
-    /// The table's snapshot.
-    pub snapshot: TableSnapshot,
-    /// Schema of the batches.
-    pub schema: SchemaRef,
-    /// The rows (key order for keyed tables, insertion order otherwise).
-    pub batches: Vec<RecordBatch>,
-    /// What the read touched.
-    pub stats: ReadStats,
 }
 
 /// A tablepin repository.
@@ -188,30 +133,6 @@ impl Repo {
         Ok(decode_manifest("version", &bytes)?)
     }
 
-    /// Loads a table snapshot of a version.
-    pub async fn snapshot(&self, id: &VersionId, table: &str) -> Result<TableSnapshot> {
-        let v = self.version(id).await?;
-        self.snapshot_of(id, &v, table).await
-    }
-
-    /// A table's snapshot in a version whose record the caller has read
-    /// already ([`Repo::snapshot`] without reading the record again).
-    pub async fn snapshot_of(
-        &self,
-        id: &VersionId,
-        v: &Version,
-        table: &str,
-    ) -> Result<TableSnapshot> {
-        let Some(snap_id) = v.tables.get(table) else {
-            return Err(Error::UnknownTable {
-                table: table.to_string(),
-                version: id.short(12),
-                available: list_or_none(v.tables.keys().map(String::as_str)),
-            });
-        };
-        self.load_snapshot(id, table, snap_id).await
-    }
-
     pub(crate) async fn load_snapshot(
         &self,
         id: &VersionId,
@@ -231,167 +152,10 @@ impl Repo {
         Ok(decode_manifest("table snapshot", &bytes)?)
     }
 
-    /// The schema of a table at a branch's head, or `None` when the branch
-    /// or the table does not exist yet.
-    pub async fn table_schema(&self, branch: &str, table: &str) -> Result<Option<SchemaRef>> {
-        let Some(head) = self
-            .store
-            .ref_head(RefKind::Branch, branch)
-            .await?
-            .and_then(|h| h.target)
-        else {
-            return Ok(None);
-        };
-        let v = self.version(&head).await?;
-        if !v.tables.contains_key(table) {
-            return Ok(None);
-        }
-        Ok(Some(table::schema_of(
-            &self.snapshot_of(&head, &v, table).await?,
-        )))
-    }
-
-    /// Compacts a table on a branch (`tablepin compact`): commits a version
-    /// whose files hold the same rows written again as full files, in key
-    /// order, without deletion vectors; the content hash does not change.
-    /// `None` when the table is compact already (nothing is written).
-    /// `opts.mode` and `opts.key` are ignored.
-    pub async fn compact(&self, table: &str, opts: &CommitOptions) -> Result<Option<CommitResult>> {
-        let opts = CommitOptions {
-            mode: Mode::Compact,
-            key: None,
-            ..opts.clone()
-        };
-        let none = Arc::new(arrow::datatypes::Schema::empty());
-        match self.commit(table, none, Vec::new(), &opts).await {
-            Ok(done) => Ok(Some(done)),
-            Err(Error::AlreadyCompact { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Reads a table at a revision.
-    pub async fn read(
-        &self,
-        rev: &str,
-        table: &str,
-        columns: Option<&[String]>,
-    ) -> Result<TableRead> {
-        Ok(self.read_noted(rev, table, columns).await?.0)
-    }
-
-    /// Reads a table at a revision, saying when the revision named a
-    /// version that an erasure replaced (see [`Repo::resolve_noted`]).
-    pub async fn read_noted(
-        &self,
-        rev: &str,
-        table: &str,
-        columns: Option<&[String]>,
-    ) -> Result<(TableRead, Option<Replaced>)> {
-        self.scan(rev, table, &ScanOptions::columns(columns)).await
-    }
-
-    /// Reads the columns and rows `opts` asks for of a table at a
-    /// revision, saying when the revision named a version that an erasure
-    /// replaced (see [`Repo::resolve_noted`]). A blob that vanishes because
-    /// the revision moved meanwhile (an erasure replaced the branch head)
-    /// is a lost race: the read starts again on what the revision names
-    /// now.
-    pub async fn scan(
-        &self,
-        rev: &str,
-        table: &str,
-        opts: &ScanOptions,
-    ) -> Result<(TableRead, Option<Replaced>)> {
-        let mut tries = 0;
-        loop {
-            let (version, replaced) = self.resolve_noted(rev).await?;
-            match self.scan_version(&version, table, opts).await {
-                Err(e) if e.is_missing() && tries < 3 && self.resolve(rev).await? != version => {
-                    tries += 1;
-                }
-                other => return other.map(|r| (r, replaced)),
-            }
-        }
-    }
-
-    /// Reads a table at a version.
-    pub async fn read_version(
-        &self,
-        version: &VersionId,
-        table: &str,
-        columns: Option<&[String]>,
-    ) -> Result<TableRead> {
-        self.scan_version(version, table, &ScanOptions::columns(columns))
-            .await
-    }
-
-    /// Reads the columns and rows `opts` asks for of a table at a version.
-    pub async fn scan_version(
-        &self,
-        version: &VersionId,
-        table: &str,
-        opts: &ScanOptions,
-    ) -> Result<TableRead> {
-        let snapshot = self.snapshot(version, table).await?;
-        let (schema, batches, stats) = match opts.files {
-            // Chosen files are read as a stream reads them: unmerged.
-            Some(_) => table::stream::collect(self.store.clone(), &snapshot, table, opts).await,
-            None => table::scan(&self.store, &snapshot, table, opts).await,
-        }
-        .map_err(|e| named(e, Some(*version), table))?;
-        Ok(TableRead {
-            version: *version,
-            snapshot,
-            schema,
-            batches,
-            stats,
-        })
-    }
-
-    /// Streams the columns and rows `opts` asks for of a table at a
-    /// revision, in the order [`Repo::scan`] gives them, without holding
-    /// the table: an unkeyed table file by file, a keyed one merged by key
-    /// as each file decodes a batch at a time (the files' verified bytes
-    /// are held meanwhile, not their decoded rows). Says, as `scan` does,
-    /// when the revision named a version an erasure replaced.
-    pub async fn scan_stream(
-        &self,
-        rev: &str,
-        table: &str,
-        opts: &ScanOptions,
-    ) -> Result<(TableStream, Option<Replaced>)> {
-        let (version, replaced) = self.resolve_noted(rev).await?;
-        let snapshot = self.snapshot(&version, table).await?;
-        let s = table::stream::open(self.store.clone(), &snapshot, table, opts)
-            .await
-            .map_err(|e| named(e, Some(version), table))?;
-        let name = table.to_string();
-        let rows = s
-            .rows
-            .map(move |r| r.map_err(|e| named(e, Some(version), &name)))
-            .boxed();
-        Ok((
-            TableStream {
-                version,
-                snapshot,
-                schema: s.schema,
-                rows,
-                stats: s.stats,
-            },
-            replaced,
-        ))
-    }
-
     /// Bytes and count of every stored blob.
     pub async fn stored(&self) -> Result<(u64, u64)> {
         let blobs = self.store.list_blobs().await?;
         Ok((blobs.iter().map(|b| b.size).sum(), blobs.len() as u64))
-    }
-
-    /// The data files a version's table is made of.
-    pub async fn files(&self, version: &VersionId, table: &str) -> Result<Vec<FileEntry>> {
-        Ok(self.snapshot(version, table).await?.files)
     }
 }
 

@@ -12,7 +12,7 @@
 //! promised: a query engine that wants one sorts, and the merge of a keyed
 //! read ([`super::scan`]) is not paid.
 //!
-//! A keyed table streamed in key order (`Repo::scan_stream`, what `export`
+//! A keyed table streamed in key order (`Snapshot::stream`, what `export`
 //! writes from) is merged as its files decode a batch at a time
 //! (`merge::MergeIter`), one group of files whose key ranges overlap at a
 //! time, in key order, the next group read meanwhile: memory holds a group's

@@ -440,6 +440,27 @@ impl Transaction<'_> {
         }
     }
 
+    /// The table's schema at the head of the branch this transaction
+    /// commits to, or `None` when the branch or the table does not exist
+    /// yet (a commit then makes it).
+    pub async fn schema(&self) -> Result<Option<SchemaRef>> {
+        let Some(head) = self
+            .repo
+            .store
+            .ref_head(RefKind::Branch, &self.opts.branch)
+            .await?
+            .and_then(|h| h.target)
+        else {
+            return Ok(None);
+        };
+        let v = self.repo.version(&head).await?;
+        if !v.tables.contains_key(&self.table) {
+            return Ok(None);
+        }
+        let snapshot = self.repo.snapshot_of(&head, &v, &self.table).await?;
+        Ok(Some(crate::table::schema_of(&snapshot)))
+    }
+
     /// Compacts the table (`tablepin compact`): commits a version whose
     /// files hold the same rows written again as full files, in key order,
     /// without deletion vectors; the content hash does not change. `None`
