@@ -37,10 +37,10 @@ async fn open(
     stats: &mut Option<tablepin::store::StoreStats>,
 ) -> Result<Repo> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
-    let location = Repo::discover(cli_repo.as_deref(), &cwd)?;
+    let location = tablepin::repo::discover(cli_repo.as_deref(), &cwd)?;
     let settings = settings();
-    let store =
-        Repo::store_at(&location, &settings.store)?.with_memo(tablepin::store::memo::COMMAND_BYTES);
+    let store = tablepin::repo::store_at(&location, &settings.store)?
+        .with_memo(tablepin::store::memo::COMMAND_BYTES);
     let store = with_test_hooks(store)?;
     *stats = Some(store.stats());
     Ok(Repo::open_store(store).await?.with_author(settings.author))
@@ -202,7 +202,7 @@ async fn init(repo: &Option<String>, a: InitArgs, json_out: bool, stats: bool) -
     } else {
         WriteSettings::default()
     };
-    let store = Repo::store_for_init(&location, &settings().store)?;
+    let store = tablepin::repo::store_for_init(&location, &settings().store)?;
     // Taken before the attempt, so that a failed init (a store without
     // put-if-absent, a repository already there) still reports its requests.
     let counts = store.stats();
@@ -557,7 +557,7 @@ async fn log(repo: &Repo, a: LogArgs, json_out: bool) -> Result<ExitCode> {
         table: a.table,
         all_parents: a.graph,
     };
-    let entries = repo.log_with(&branch, &opts).await?;
+    let entries = repo.log(&branch, &opts).await?;
     if json_out {
         output::json(&entries)?;
         return Ok(ExitCode::SUCCESS);
@@ -649,7 +649,8 @@ async fn resolve_read(
     repo: &Repo,
     rev: &str,
 ) -> Result<(tablepin::VersionId, Option<tablepin::Replaced>)> {
-    let (id, replaced) = repo.resolve_noted(rev).await?;
+    let at = repo.snapshot(rev).await?;
+    let (id, replaced) = (at.id(), at.replaced().cloned());
     if let Some(r) = &replaced {
         eprintln!("note: {}", replaced_text(r));
     }
@@ -977,7 +978,7 @@ async fn export_delta(repo: &Repo, a: ExportArgs, json_out: bool) -> Result<Exit
         deletion_vectors: !a.no_deletion_vectors,
     };
     let out = repo
-        .export_delta_with(&a.rev, &a.table, &a.output, &opts)
+        .export_delta(&a.rev, &a.table, &a.output, &opts)
         .await?;
     if json_out {
         output::json(&out)?;

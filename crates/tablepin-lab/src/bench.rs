@@ -151,7 +151,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Value, LabError> {
             vr.problems
         )));
     }
-    let (stored, _) = repo.stored().await?;
+    let (stored, _) = repo.gc().stored().await?;
     let mut out = json!({
         "rows": n,
         "repeat": opts.repeat,
@@ -539,14 +539,14 @@ async fn lab_gc_erase(data: &str, dir: &std::path::Path) -> Result<Value, LabErr
     let t = Instant::now();
     let repo = crate::run::tablepin_only(&path, &repo_path, Replay::AsUsers).await?;
     let as_users_s = t.elapsed().as_secs_f64();
-    let (stored, blobs) = repo.stored().await?;
+    let (stored, blobs) = repo.gc().stored().await?;
     // The same history, every version committed as an overwrite with the
     // whole table.
     let over_path = dir.join("lab-overwrites");
     let t = Instant::now();
     let over = crate::run::tablepin_only(&path, &over_path, Replay::Overwrites).await?;
     let overwrites_s = t.elapsed().as_secs_f64();
-    let (over_stored, _) = over.stored().await?;
+    let (over_stored, _) = over.gc().stored().await?;
     drop(over);
     std::fs::remove_dir_all(&over_path).map_err(|e| LabError::Other(e.to_string()))?;
     let mut rules = serde_json::Map::new();

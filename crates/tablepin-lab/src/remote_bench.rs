@@ -190,7 +190,7 @@ async fn command_costs(location: &str) -> Result<Value, LabError> {
         }
     }
     let (repo, stats) = command_repo(location).await?;
-    let log = repo.log("main").await?;
+    let log = repo.log("main", &Default::default()).await?;
     costs.insert(
         format!("log ({} versions)", log.len()),
         json!(stats.requests()),

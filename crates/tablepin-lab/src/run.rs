@@ -739,8 +739,8 @@ async fn measure(
     )
     .await?;
     ctx.log("playground written and checked");
-    let (py_stored, _) = repos.py.stored().await?;
-    let after_erasure = repos.main.stored().await?;
+    let (py_stored, _) = repos.py.gc().stored().await?;
+    let after_erasure = repos.main.gc().stored().await?;
     Ok(Figures {
         last,
         read_back_of,
@@ -856,10 +856,7 @@ async fn diff_tags(
 ) -> Result<Vec<Value>, LabError> {
     let mut as_of = as_of(ctx.l, ctx.d, &rp.state, &rp.tags);
     for (row, t) in as_of.iter_mut().zip(&rp.tags) {
-        let diff = repos
-            .main
-            .diff_versions(&t.tablepin, head, Some("sales"))
-            .await?;
+        let diff = repos.main.diff(&t.tablepin, head, Some("sales")).await?;
         if let Some(td) = diff.tables.first() {
             let by_column = &td.counts.modified_by_column;
             let agrees = json!(td.counts.modified) == row["changed"]
@@ -1116,7 +1113,7 @@ async fn tablepin_retention(
     work: &Path,
 ) -> Result<TablepinRetention, LabError> {
     let repo = &repos.main;
-    let stored = repo.stored().await?;
+    let stored = repo.gc().stored().await?;
     let files_stored = count_data_blobs(repo).await?;
     let before_holding = holding_customer(repo, ctx.customer).await?.len();
     ctx.log("holders before erasure counted");
@@ -1185,7 +1182,7 @@ async fn gc_rule(
     ctx.log(&format!("{rule}: gc done"));
     let verify = r.verify(&tablepin::NoProgress).await?;
     ctx.log(&format!("{rule}: verify done"));
-    let (bytes, blobs) = r.stored().await?;
+    let (bytes, blobs) = r.gc().stored().await?;
     // A tag is readable when its snapshot is there with the expected
     // rows and content hash: `verify` above read every blob and
     // recomputed every snapshot's content hash from its rows.
@@ -1455,7 +1452,7 @@ async fn tablepin_layout(
         .into_iter()
         .map(|b| (b.id, b.size))
         .collect();
-    let mut chain = repo.log("main").await?;
+    let mut chain = repo.log("main", &Default::default()).await?;
     chain.reverse();
     let mut versions = Vec::with_capacity(chain.len());
     for e in &chain {

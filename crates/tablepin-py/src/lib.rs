@@ -502,9 +502,9 @@ impl PyRepo {
     fn open(py: Python<'_>, location: Option<String>) -> PyResult<Self> {
         let cwd = std::env::current_dir()
             .map_err(|e| Kind::Storage.err(format!("cannot read the current folder: {e}")))?;
-        let location = Repo::discover(location.as_deref(), &cwd).map_err(err)?;
+        let location = tablepin::repo::discover(location.as_deref(), &cwd).map_err(err)?;
         let settings = settings();
-        let store = Repo::store_at(&location, &settings.store).map_err(err)?;
+        let store = tablepin::repo::store_at(&location, &settings.store).map_err(err)?;
         let repo = run(py, async move {
             Ok(Repo::open_store(store).await?.with_author(settings.author))
         })?;
@@ -518,7 +518,7 @@ impl PyRepo {
     #[staticmethod]
     fn init(py: Python<'_>, location: String) -> PyResult<Self> {
         let settings = settings();
-        let store = Repo::store_for_init(&location, &settings.store).map_err(err)?;
+        let store = tablepin::repo::store_for_init(&location, &settings.store).map_err(err)?;
         let repo = run(py, async move {
             let repo = Repo::init_store(store, WriteSettings::default()).await?;
             Ok(repo.with_author(settings.author))
@@ -829,7 +829,7 @@ impl PyRepo {
             deletion_vectors,
         };
         json(&run(py, async move {
-            repo.export_delta_with(&rev, &table, &path, &opts).await
+            repo.export_delta(&rev, &table, &path, &opts).await
         })?)
     }
 
@@ -844,7 +844,7 @@ impl PyRepo {
     ) -> PyResult<String> {
         let repo = self.repo.clone();
         json(&run(py, async move {
-            repo.log_with(
+            repo.log(
                 &branch,
                 &LogOptions {
                     max,

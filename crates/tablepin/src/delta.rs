@@ -68,7 +68,7 @@ pub struct DeltaExport {
     pub bytes_rewritten: u64,
 }
 
-/// How a Delta view is written ([`Repo::export_delta_with`]).
+/// How a Delta view is written ([`Repo::export_delta`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeltaOptions {
     /// One Delta version per version along the revision's first parents.
@@ -294,23 +294,9 @@ impl Repo {
     /// version, or with `history` one per version along `rev`'s first
     /// parents, oldest first, so that Delta's `VERSION AS OF n` reaches the
     /// n-th of them.
+    /// A view without deletion vectors (`opts`) writes each file one
+    /// touches again without its hidden rows.
     pub async fn export_delta(
-        &self,
-        rev: &str,
-        table: &str,
-        location: &str,
-        history: bool,
-    ) -> Result<DeltaExport> {
-        let opts = DeltaOptions {
-            history,
-            ..DeltaOptions::default()
-        };
-        self.export_delta_with(rev, table, location, &opts).await
-    }
-
-    /// [`Repo::export_delta`] with options: a view without deletion
-    /// vectors writes each file one touches again without its hidden rows.
-    pub async fn export_delta_with(
         &self,
         rev: &str,
         table: &str,

@@ -228,7 +228,7 @@ proptest! {
             }
             let a = versions[pick.0 % versions.len()];
             let b = versions[pick.1 % versions.len()];
-            let d = repo.diff_versions(&a, &b, Some("t")).await.unwrap();
+            let d = repo.diff(&a, &b, Some("t")).await.unwrap();
             let t = &d.tables[0];
             let old = rows_of(&repo.snapshot(a).await.unwrap().read("t", None).await.unwrap().batches);
             let new = rows_of(&repo.snapshot(b).await.unwrap().read("t", None).await.unwrap().batches);
@@ -281,10 +281,7 @@ async fn a_diff_reads_only_what_the_versions_do_not_share() {
         .commit("t", b.schema(), vec![b], &upsert())
         .await
         .unwrap();
-    let d = repo
-        .diff_versions(&v1.version, &v2.version, None)
-        .await
-        .unwrap();
+    let d = repo.diff(&v1.version, &v2.version, None).await.unwrap();
     let t = &d.tables[0];
     assert_eq!(
         (t.counts.added, t.counts.removed, t.counts.modified),
@@ -322,10 +319,7 @@ async fn a_diff_reads_only_what_the_versions_do_not_share() {
         ]
     );
     // The other way round, added and removed swap.
-    let back = repo
-        .diff_versions(&v2.version, &v1.version, None)
-        .await
-        .unwrap();
+    let back = repo.diff(&v2.version, &v1.version, None).await.unwrap();
     let t = &back.tables[0];
     assert_eq!(
         (t.counts.added, t.counts.removed, t.counts.modified),
@@ -420,7 +414,7 @@ async fn restore_gives_back_a_version_s_tables_without_writing_data() {
     repo.commit("u", b.schema(), vec![b], &CommitOptions::default())
         .await
         .unwrap();
-    let blobs_before = repo.stored().await.unwrap();
+    let blobs_before = repo.gc().stored().await.unwrap();
     let r = repo
         .restore("train-v1", &RestoreOptions::default())
         .await
@@ -430,7 +424,7 @@ async fn restore_gives_back_a_version_s_tables_without_writing_data() {
     assert_eq!(read.version, v);
     assert_eq!(read.snapshot.content_hash, v1.content_hash);
     // Only the version record and the ref entry are new: no data, no snapshot.
-    let blobs_after = repo.stored().await.unwrap();
+    let blobs_after = repo.gc().stored().await.unwrap();
     assert_eq!(
         blobs_after.1,
         blobs_before.1 + 1,
@@ -477,7 +471,7 @@ async fn restore_gives_back_a_version_s_tables_without_writing_data() {
         e.to_string().contains("branch 'mian' does not exist"),
         "{e}"
     );
-    assert_eq!(repo.stored().await.unwrap(), blobs_after);
+    assert_eq!(repo.gc().stored().await.unwrap(), blobs_after);
 }
 
 /// A schema change that writes every row again (a retyped or dropped

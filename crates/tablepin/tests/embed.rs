@@ -130,7 +130,10 @@ async fn try_commit_says_truly_whether_it_landed_or_lost_the_race() {
         assert!(!ids.contains(from), "lost {from} is in the head");
     }
     assert_eq!(ids.len(), landed.len() * 2000);
-    assert_eq!(repo.log("main").await.unwrap().len(), landed.len());
+    assert_eq!(
+        repo.log("main", &Default::default()).await.unwrap().len(),
+        landed.len()
+    );
     assert_eq!(lost.len(), 5 * 7);
     *gate.gather.lock().await = None;
     let opts = CommitOptions {

@@ -23,7 +23,7 @@ fn opts(mode: Mode, msg: &str) -> CommitOptions {
 }
 
 async fn data_bytes(repo: &Repo) -> u64 {
-    repo.stored().await.unwrap().0
+    repo.gc().stored().await.unwrap().0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -308,14 +308,14 @@ async fn a_branch_behind_fast_forwards_without_writing() {
     let base: Vec<Row> = (0..10).map(|i| (i, Some(0))).collect();
     let (repo, _) = branched(true, &base).await;
     change(&repo, "side", vec![(1, Some(5))], vec![]).await;
-    let before = repo.stored().await.unwrap();
+    let before = repo.gc().stored().await.unwrap();
     let m = repo.merge("side", &MergeOptions::default()).await.unwrap();
     assert_eq!(m.outcome, MergeOutcome::FastForward);
     assert_eq!(
         repo.resolve("main").await.unwrap(),
         repo.resolve("side").await.unwrap()
     );
-    assert_eq!(repo.stored().await.unwrap(), before, "no blob written");
+    assert_eq!(repo.gc().stored().await.unwrap(), before, "no blob written");
     let m = repo.merge("side", &MergeOptions::default()).await.unwrap();
     assert_eq!(m.outcome, MergeOutcome::UpToDate);
 }
@@ -349,7 +349,7 @@ async fn a_revert_undoes_one_version_under_later_ones() {
 
     // A later change to a key the reverted version changed conflicts.
     change(&repo, "main", vec![(5, Some(6))], vec![]).await;
-    let five = repo.log("main").await.unwrap()[1].id;
+    let five = repo.log("main", &Default::default()).await.unwrap()[1].id;
     let m = repo
         .revert(&five.to_string(), &MergeOptions::default())
         .await
@@ -361,7 +361,9 @@ async fn a_revert_undoes_one_version_under_later_ones() {
     );
     let m = repo
         .revert(
-            &repo.log("main").await.unwrap()[3].id.to_string(),
+            &repo.log("main", &Default::default()).await.unwrap()[3]
+                .id
+                .to_string(),
             &MergeOptions::default(),
         )
         .await

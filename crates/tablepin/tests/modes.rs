@@ -316,7 +316,7 @@ async fn revisions_resolve_by_tag_branch_prefix_tilde_and_time() {
         ids[2],
         "main did not move"
     );
-    assert_eq!(r.log("dev").await.unwrap().len(), 3);
+    assert_eq!(r.log("dev", &Default::default()).await.unwrap().len(), 3);
 }
 
 #[tokio::test]
@@ -340,7 +340,7 @@ async fn racing_commits_both_land() {
         9,
         "every racing append landed after rebasing"
     );
-    assert_eq!(r.log("main").await.unwrap().len(), 9);
+    assert_eq!(r.log("main", &Default::default()).await.unwrap().len(), 9);
 }
 
 #[tokio::test]
@@ -502,14 +502,14 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
     assert_eq!(content_hash([&before]).unwrap(), c.content_hash);
 
     // Compact already: nothing is written and the branch stays.
-    let stored = r.stored().await.unwrap();
+    let stored = r.gc().stored().await.unwrap();
     assert!(r
         .transaction("t", &CommitOptions::default())
         .compact()
         .await
         .unwrap()
         .is_none());
-    assert_eq!(r.stored().await.unwrap(), stored);
+    assert_eq!(r.gc().stored().await.unwrap(), stored);
     assert_eq!(
         r.refs().target(RefKind::Branch, "main").await.unwrap(),
         c.version
@@ -524,7 +524,7 @@ async fn compact_rewrites_live_rows_in_key_order_and_keeps_the_hash() {
         err.to_string().contains("'missing' does not exist yet"),
         "{err}"
     );
-    assert_eq!(r.stored().await.unwrap(), stored);
+    assert_eq!(r.gc().stored().await.unwrap(), stored);
     assert_eq!(
         r.refs().target(RefKind::Branch, "main").await.unwrap(),
         c.version
@@ -551,7 +551,7 @@ async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
     })
     .await;
     put(&r, named(0..4000), Mode::Overwrite).await.unwrap();
-    let (_, blobs_before) = r.stored().await.unwrap();
+    let (_, blobs_before) = r.gc().stored().await.unwrap();
     // One changed row in each of three of the four files, each at another
     // position (the same bitmap twice would be one blob).
     let c1 = put(&r, t(&[10, 1011, 2012], &["x"; 3]), Mode::Upsert)
@@ -566,7 +566,7 @@ async fn a_commit_s_deletion_vectors_share_one_blob_that_later_commits_read() {
     assert_eq!(offsets[0], Some(0));
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
     // Its new blobs: the data file, the pack, the snapshot and the version.
-    let (_, blobs_after) = r.stored().await.unwrap();
+    let (_, blobs_after) = r.gc().stored().await.unwrap();
     assert_eq!(blobs_after - blobs_before, 4);
 
     // The next commit grows the second file's bitmap (read from the pack)
@@ -708,7 +708,7 @@ async fn library_messages_name_no_command_line_flags() {
             .unwrap_err();
         assert!(!e.to_string().contains("--"), "{e}");
     }
-    let e = Repo::discover(None, std::path::Path::new("/")).unwrap_err();
+    let e = tablepin::repo::discover(None, std::path::Path::new("/")).unwrap_err();
     assert!(!e.to_string().contains("--"), "{e}");
     // A schema change (with a cast that would do), and the last branch.
     let floats = RecordBatch::try_from_iter(vec![(

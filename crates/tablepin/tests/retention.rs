@@ -135,7 +135,7 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
     assert!(plan.bytes_freed > 0);
     // The plan changed nothing.
     assert_eq!(
-        r.log("main")
+        r.log("main", &Default::default())
             .await
             .unwrap()
             .iter()
@@ -148,7 +148,7 @@ async fn gc_expires_old_versions_keeps_tags_and_leaves_tombstones() {
     let v = r.verify(&NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
     assert_eq!(all_rows(&r, &versions[2]).await, expected);
-    let log = r.log("main").await.unwrap();
+    let log = r.log("main", &Default::default()).await.unwrap();
     assert_eq!(log.len(), 8, "expired versions still show in the log");
     assert_eq!(log.iter().filter(|e| e.expired).count(), 5);
     assert!(
@@ -614,7 +614,7 @@ async fn five_versions(dir: &std::path::Path) -> Repo {
 /// The repository in `dir` opened as the command line opens it: its
 /// store keeps the blobs it read in memory.
 async fn with_memo(dir: &std::path::Path) -> Repo {
-    let store = Repo::store_at(dir.to_str().unwrap(), &Default::default())
+    let store = tablepin::repo::store_at(dir.to_str().unwrap(), &Default::default())
         .unwrap()
         .with_memo(tablepin::store::memo::COMMAND_BYTES);
     Repo::open_store(store).await.unwrap()
@@ -702,7 +702,7 @@ async fn an_erasure_does_not_plan_on_versions_only_the_cache_still_holds() {
     let other = five_versions(dir.path()).await;
     let location = dir.path().to_str().unwrap();
     let here = Repo::open_store(
-        Repo::store_at(location, &Default::default())
+        tablepin::repo::store_at(location, &Default::default())
             .unwrap()
             .with_cache(Some(tablepin::store::cache::BlobCache::new(
                 cache.path(),
@@ -712,7 +712,7 @@ async fn an_erasure_does_not_plan_on_versions_only_the_cache_still_holds() {
     )
     .await
     .unwrap();
-    for v in here.known_versions().await.unwrap() {
+    for v in here.gc().versions().await.unwrap() {
         all_rows(&here, &v).await;
     }
     other.gc().run(&last_one()).await.unwrap();

@@ -114,7 +114,7 @@ async fn staged_files_from_three_workers_land_as_one_version() {
         assert_eq!(s.rows, 2100);
         assert_eq!(counts(&s), counts(&r));
         assert_eq!(counts(&s), (1100, 0, 0));
-        let log = repo.log("main").await.unwrap();
+        let log = repo.log("main", &Default::default()).await.unwrap();
         assert_eq!(log.len(), 2, "one version for the three workers");
         let read = repo.read("main", "t", None).await.unwrap();
         assert_eq!(read.snapshot.content_hash, s.content_hash);
@@ -158,13 +158,13 @@ async fn committing_the_same_staged_files_twice_makes_one_version() {
     assert!(!first.empty);
     assert!(again.empty, "the second commit landed something");
     assert_eq!(again.version, first.version);
-    assert_eq!(r.log("main").await.unwrap().len(), 2);
+    assert_eq!(r.log("main", &Default::default()).await.unwrap().len(), 2);
     // Part of them again, beside new files: refused, nothing lands.
     let mut mixed = stage(&r, &o, &[rows(30..40, 1)]).await;
     mixed.push(staged[0].clone());
     let err = tx.commit(Input::Staged(mixed)).await.unwrap_err();
     assert!(matches!(err, Error::Staged { .. }), "{err}");
-    assert_eq!(r.log("main").await.unwrap().len(), 2);
+    assert_eq!(r.log("main", &Default::default()).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -213,7 +213,7 @@ async fn staged_keys_are_checked_across_workers_and_against_the_table() {
         .unwrap_err();
     assert!(matches!(err, Error::Staged { .. }), "{err}");
     assert_eq!(
-        r.log("main").await.unwrap().len(),
+        r.log("main", &Default::default()).await.unwrap().len(),
         1,
         "a refused commit landed"
     );
@@ -246,7 +246,7 @@ async fn staged_files_a_gc_removed_are_named_and_nothing_lands() {
         "{err}"
     );
     assert!(err.to_string().contains("stage its rows again"), "{err}");
-    assert_eq!(r.log("main").await.unwrap().len(), 1);
+    assert_eq!(r.log("main", &Default::default()).await.unwrap().len(), 1);
     verified(&r).await;
 }
 
@@ -335,7 +335,7 @@ async fn staged_keys_delete_as_the_same_keys_given_as_rows_do() {
         .await
         .unwrap();
     assert!(again.empty, "a second delete of the same keys landed");
-    assert_eq!(a.log("main").await.unwrap().len(), 2);
+    assert_eq!(a.log("main", &Default::default()).await.unwrap().len(), 2);
     verified(&a).await;
     // Keys of another type than the table's key: named when staging.
     let text = RecordBatch::try_from_iter(vec![(

@@ -40,9 +40,10 @@ impl<'a> Answers<'a> {
         match route {
             Route::History => self.history().await,
             Route::Version { rev } => {
-                let (id, replaced) = self.repo.resolve_noted(&rev).await?;
+                let at = self.repo.snapshot(&rev).await?;
+                let (id, replaced) = (at.id(), at.replaced());
                 let mut v = version_json(self.repo, &id).await?;
-                v["replaced"] = serde_json::to_value(&replaced)?;
+                v["replaced"] = serde_json::to_value(replaced)?;
                 json_value(&v)
             }
             Route::Diff(q) => self.diff(q).await,
@@ -68,7 +69,7 @@ impl<'a> Answers<'a> {
             if seen.contains(&b.target) {
                 continue;
             }
-            let log = self.repo.log_with(&b.name, &opts).await?;
+            let log = self.repo.log(&b.name, &opts).await?;
             entries.extend(log.into_iter().filter(|e| seen.insert(e.id)));
         }
         entries.sort_by_key(|e| std::cmp::Reverse(e.time_ms));
@@ -98,11 +99,7 @@ impl<'a> Answers<'a> {
         let d = match cached {
             Some(d) => d,
             None => {
-                let d = Arc::new(
-                    self.repo
-                        .diff_versions(&old, &new, q.table.as_deref())
-                        .await?,
-                );
+                let d = Arc::new(self.repo.diff(&old, &new, q.table.as_deref()).await?);
                 if let Ok(mut last) = self.last_diff.lock() {
                     *last = Some((key, Arc::clone(&d)));
                 }

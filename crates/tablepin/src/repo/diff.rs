@@ -100,18 +100,16 @@ impl Repo {
     /// Only what the versions do not share is read: the data files one has
     /// and the other has not, and the positions their deletion vectors
     /// disagree on.
-    pub async fn diff(&self, old: &str, new: &str, table: Option<&str>) -> Result<Diff> {
-        let (old, new) = futures::try_join!(self.resolve(old), self.resolve(new))?;
-        self.diff_versions(&old, &new, table).await
-    }
-
-    /// [`Repo::diff`] of two versions.
-    pub async fn diff_versions(
+    /// Each side is a revision or a version id ([`super::Rev`]).
+    pub async fn diff<'a, 'b>(
         &self,
-        old: &VersionId,
-        new: &VersionId,
+        old: impl Into<super::Rev<'a>>,
+        new: impl Into<super::Rev<'b>>,
         table: Option<&str>,
     ) -> Result<Diff> {
+        let (old, new) = (old.into(), new.into());
+        let (old, new) = futures::try_join!(self.resolve_rev(old), self.resolve_rev(new))?;
+        let (old, new) = (&old, &new);
         let (vo, vn) = futures::try_join!(self.version(old), self.version(new))?;
         let names: BTreeSet<&String> = vo.tables.keys().chain(vn.tables.keys()).collect();
         let names: Vec<String> = match table {

@@ -39,15 +39,11 @@ pub struct LogOptions {
 }
 
 impl Repo {
-    /// The versions of a branch, newest first, following first parents.
-    /// Expired versions appear from their tombstones.
-    pub async fn log(&self, branch: &str) -> Result<Vec<LogEntry>> {
-        self.log_with(branch, &LogOptions::default()).await
-    }
-
-    /// [`Repo::log`], stopping after `opts.max` entries and keeping only the
-    /// versions that changed `opts.table` when given.
-    pub async fn log_with(&self, branch: &str, opts: &LogOptions) -> Result<Vec<LogEntry>> {
+    /// The versions of a branch, newest first, following first parents
+    /// (every parent with `opts.all_parents`), stopping after `opts.max`
+    /// entries and keeping only the versions that changed `opts.table`
+    /// when given. Expired versions appear from their tombstones.
+    pub async fn log(&self, branch: &str, opts: &LogOptions) -> Result<Vec<LogEntry>> {
         let head = self.refs().target(RefKind::Branch, branch).await?;
         // Read only when a version is gone: a damaged audit record then
         // stops only the logs that need it.

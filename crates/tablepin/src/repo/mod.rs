@@ -104,7 +104,7 @@ impl Repo {
     }
 
     /// Who this handle's commits and erasures name.
-    pub fn author(&self) -> &str {
+    pub(crate) fn author(&self) -> &str {
         &self.author
     }
 
@@ -150,12 +150,6 @@ impl Repo {
                 source: Box::new(source),
             })?;
         Ok(decode_manifest("table snapshot", &bytes)?)
-    }
-
-    /// Bytes and count of every stored blob.
-    pub async fn stored(&self) -> Result<(u64, u64)> {
-        let blobs = self.store.list_blobs().await?;
-        Ok((blobs.iter().map(|b| b.size).sum(), blobs.len() as u64))
     }
 }
 

@@ -33,58 +33,67 @@ pub(crate) fn list_or_none<'a>(names: impl IntoIterator<Item = &'a str>) -> Stri
     }
 }
 
-impl Repo {
-    /// Finds the repository for a command: `location` if given (a path or
-    /// URL), else a `.tablepin` folder in `start` or a parent of it, or
-    /// one of those folders that is itself a repository (made by
-    /// `--repo PATH init` or `Repo.init(path)`).
-    pub fn discover(location: Option<&str>, start: &std::path::Path) -> Result<String> {
-        if let Some(l) = location {
-            // A project folder holding `.tablepin` means that repository,
-            // given as a path or a `file://` URL.
-            if let Some(p) = local_folder(l).filter(|p| p.join(LOCAL_DIR).is_dir()) {
-                return Ok(p.join(LOCAL_DIR).to_string_lossy().into_owned());
-            }
-            return Ok(l.to_string());
+/// Finds the repository for a command: `location` if given (a path or
+/// URL), else a `.tablepin` folder in `start` or a parent of it, or
+/// one of those folders that is itself a repository (made by
+/// `--repo PATH init` or `Repo.init(path)`).
+pub fn discover(location: Option<&str>, start: &std::path::Path) -> Result<String> {
+    if let Some(l) = location {
+        // A project folder holding `.tablepin` means that repository,
+        // given as a path or a `file://` URL.
+        if let Some(p) = local_folder(l).filter(|p| p.join(LOCAL_DIR).is_dir()) {
+            return Ok(p.join(LOCAL_DIR).to_string_lossy().into_owned());
         }
-        let mut dir = Some(start);
-        while let Some(d) = dir {
-            let candidate = d.join(LOCAL_DIR);
-            if candidate.is_dir() {
-                return Ok(candidate.to_string_lossy().into_owned());
-            }
-            if d.join(CONFIG).is_file() {
-                return Ok(d.to_string_lossy().into_owned());
-            }
-            dir = d.parent();
-        }
-        Err(Error::NoRepository {
-            start: start.display().to_string(),
-        })
+        return Ok(l.to_string());
     }
+    let mut dir = Some(start);
+    while let Some(d) = dir {
+        let candidate = d.join(LOCAL_DIR);
+        if candidate.is_dir() {
+            return Ok(candidate.to_string_lossy().into_owned());
+        }
+        if d.join(CONFIG).is_file() {
+            return Ok(d.to_string_lossy().into_owned());
+        }
+        dir = d.parent();
+    }
+    Err(Error::NoRepository {
+        start: start.display().to_string(),
+    })
+}
 
+/// The store a new repository at `location` goes into (a local folder
+/// is created if missing): [`Repo::init`] in two steps, for a caller
+/// that wants the store's request counts (`Store::stats`) even when
+/// [`Repo::init_store`] then fails.
+pub fn store_for_init(location: &str, settings: &StoreSettings) -> Result<Store> {
+    if let Some(folder) = local_folder(location) {
+        std::fs::create_dir_all(&folder).map_err(|e| Error::Output {
+            path: location.to_string(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(Store::open_with(location, settings)?)
+}
+
+/// The store of the repository at `location`: a local folder or
+/// `file://` URL that does not exist is [`Error::NoRepository`]; any
+/// other location that cannot be opened (a scheme this build does not
+/// support, say) says why.
+pub fn store_at(location: &str, settings: &StoreSettings) -> Result<Store> {
+    Store::open_with(location, settings).map_err(|e| match e {
+        StoreError::Location { .. } if local_folder(location).is_some() => Error::NoRepository {
+            start: location.to_string(),
+        },
+        e => e.into(),
+    })
+}
+
+impl Repo {
     /// Creates a repository at `location` (a folder, created if missing, or
     /// `memory://`).
     pub async fn init(location: &str, write: WriteSettings) -> Result<Repo> {
-        Self::init_store(
-            Self::store_for_init(location, &StoreSettings::default())?,
-            write,
-        )
-        .await
-    }
-
-    /// The store a new repository at `location` goes into (a local folder
-    /// is created if missing): [`Repo::init`] in two steps, for a caller
-    /// that wants the store's request counts (`Store::stats`) even when
-    /// [`Repo::init_store`] then fails.
-    pub fn store_for_init(location: &str, settings: &StoreSettings) -> Result<Store> {
-        if let Some(folder) = local_folder(location) {
-            std::fs::create_dir_all(&folder).map_err(|e| Error::Output {
-                path: location.to_string(),
-                message: e.to_string(),
-            })?;
-        }
-        Ok(Store::open_with(location, settings)?)
+        Self::init_store(store_for_init(location, &StoreSettings::default())?, write).await
     }
 
     /// Creates a repository on a store the caller supplies: any
@@ -119,22 +128,7 @@ impl Repo {
 
     /// Opens an existing repository.
     pub async fn open(location: &str) -> Result<Repo> {
-        Self::open_store(Self::store_at(location, &StoreSettings::default())?).await
-    }
-
-    /// The store of the repository at `location`: a local folder or
-    /// `file://` URL that does not exist is [`Error::NoRepository`]; any
-    /// other location that cannot be opened (a scheme this build does not
-    /// support, say) says why.
-    pub fn store_at(location: &str, settings: &StoreSettings) -> Result<Store> {
-        Store::open_with(location, settings).map_err(|e| match e {
-            StoreError::Location { .. } if local_folder(location).is_some() => {
-                Error::NoRepository {
-                    start: location.to_string(),
-                }
-            }
-            e => e.into(),
-        })
+        Self::open_store(store_at(location, &StoreSettings::default())?).await
     }
 
     /// Opens a repository over a store (tests, fault injection).

@@ -45,7 +45,8 @@ pub struct ReplacedBy {
 
 impl Repo {
     /// Resolves a revision to a version id. A version id that an erasure
-    /// replaced resolves to its replacement (see [`Repo::resolve_noted`]).
+    /// replaced resolves to its replacement ([`Repo::snapshot`] says so,
+    /// in [`crate::Snapshot::replaced`]).
     pub async fn resolve(&self, rev: &str) -> Result<VersionId> {
         Ok(self.resolve_noted(rev).await?.0)
     }
@@ -53,7 +54,7 @@ impl Repo {
     /// Resolves a revision, saying when it named a version that an erasure
     /// replaced: reading it then reads the replacement, which holds the
     /// same rows but the erased ones.
-    pub async fn resolve_noted(&self, rev: &str) -> Result<(VersionId, Option<Replaced>)> {
+    pub(crate) async fn resolve_noted(&self, rev: &str) -> Result<(VersionId, Option<Replaced>)> {
         if let Some((branch, time)) = rev.split_once('@').filter(|_| !rev.contains('~')) {
             let at = self.at_time(branch, time).await?;
             return Ok(match self.erased_since(at).await? {
@@ -78,7 +79,7 @@ impl Repo {
 
     /// The erasures that replaced the version a hex prefix names, from the
     /// audit records; `None` when no erased version id starts so.
-    pub async fn replaced(&self, prefix: &str) -> Result<Option<Replaced>> {
+    pub(crate) async fn replaced(&self, prefix: &str) -> Result<Option<Replaced>> {
         let lower = prefix.to_ascii_lowercase();
         let records = self.erasure().audit().await?;
         let mut by_old = std::collections::HashMap::new();
@@ -254,11 +255,6 @@ impl Repo {
         }
     }
 
-    /// Every stored version reachable from the refs as they are now.
-    pub async fn reachable_versions(&self) -> Result<BTreeSet<VersionId>> {
-        self.stored_ancestry(self.ref_targets().await?, None).await
-    }
-
     /// What every branch and tag names now.
     pub(crate) async fn ref_targets(&self) -> Result<Vec<VersionId>> {
         let mut roots = Vec::new();
@@ -270,7 +266,7 @@ impl Repo {
 
     /// Every version that a ref names or named, and their ancestors, that is
     /// still stored.
-    pub async fn known_versions(&self) -> Result<BTreeSet<VersionId>> {
+    pub(crate) async fn known_versions(&self) -> Result<BTreeSet<VersionId>> {
         let mut roots = Vec::new();
         for kind in [RefKind::Branch, RefKind::Tag] {
             for name in self.store().ref_names(kind).await? {

@@ -113,6 +113,14 @@ pub struct Snapshot<'a> {
 }
 
 impl Repo {
+    /// The version a revision (or a version id) names.
+    pub(crate) async fn resolve_rev(&self, rev: Rev<'_>) -> Result<VersionId> {
+        match rev {
+            Rev::Named(rev) => self.resolve(rev).await,
+            Rev::Id(id) => Ok(id),
+        }
+    }
+
     /// The version a revision (or a version id) names, as read: a
     /// revision naming a version that an erasure replaced gives the
     /// replacement, and [`Snapshot::replaced`] says so.

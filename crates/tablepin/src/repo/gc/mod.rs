@@ -503,6 +503,18 @@ impl Repo {
 }
 
 impl Gc<'_> {
+    /// Every version that a ref names or named, and their ancestors, that
+    /// is still stored: what gc's rules choose among.
+    pub async fn versions(&self) -> Result<BTreeSet<VersionId>> {
+        self.repo.known_versions().await
+    }
+
+    /// Bytes and count of every stored blob.
+    pub async fn stored(&self) -> Result<(u64, u64)> {
+        let blobs = self.repo.store.list_blobs().await?;
+        Ok((blobs.iter().map(|b| b.size).sum(), blobs.len() as u64))
+    }
+
     /// Plans a garbage collection (holding the gc/erasure lease while it
     /// reads, see `lease`).
     pub async fn plan(&self, policy: &GcPolicy) -> Result<GcPlan> {
