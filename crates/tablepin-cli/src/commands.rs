@@ -645,16 +645,12 @@ fn file_json(f: &tablepin::format::FileEntry) -> serde_json::Value {
 
 /// Resolves a revision for a read. A version id that an erasure replaced
 /// reads as its replacement, with a note on stderr saying so.
-async fn resolve_read(
-    repo: &Repo,
-    rev: &str,
-) -> Result<(tablepin::VersionId, Option<tablepin::Replaced>)> {
+async fn resolve_read<'r>(repo: &'r Repo, rev: &str) -> Result<tablepin::Snapshot<'r>> {
     let at = repo.snapshot(rev).await?;
-    let (id, replaced) = (at.id(), at.replaced().cloned());
-    if let Some(r) = &replaced {
+    if let Some(r) = at.replaced() {
         eprintln!("note: {}", replaced_text(r));
     }
-    Ok((id, replaced))
+    Ok(at)
 }
 
 fn replaced_text(r: &tablepin::Replaced) -> String {
@@ -691,11 +687,11 @@ async fn snapshots(
 
 /// A version as `show --json` (and the web page) gives it: its parents,
 /// time, author, message and changes, and each table's rows, content
-/// hash, key, schema, files and bytes.
-pub async fn version_json(repo: &Repo, id: &tablepin::VersionId) -> Result<serde_json::Value> {
-    let at = repo.snapshot(id).await?;
-    let v = at.version();
-    let tables: Vec<_> = snapshots(&at)
+/// hash, key, schema, files and bytes, and the note when the revision
+/// named a version an erasure replaced.
+pub async fn version_json(at: &tablepin::Snapshot<'_>) -> Result<serde_json::Value> {
+    let (id, v) = (at.id(), at.version());
+    let tables: Vec<_> = snapshots(at)
         .await?
         .iter()
         .map(|(n, s)| {
@@ -710,20 +706,18 @@ pub async fn version_json(repo: &Repo, id: &tablepin::VersionId) -> Result<serde
     Ok(json!({
         "version": id, "parents": v.parents, "time_ms": v.time_ms, "author": v.author,
         "message": v.message, "changes": v.changes, "replaces": v.replaces, "tables": tables,
+        "replaced": at.replaced(),
     }))
 }
 
 async fn show(repo: &Repo, a: ShowArgs, json_out: bool) -> Result<ExitCode> {
-    let (id, replaced) = resolve_read(repo, &a.rev).await?;
+    let at = resolve_read(repo, &a.rev).await?;
     if json_out {
-        let mut v = version_json(repo, &id).await?;
-        v["replaced"] = serde_json::to_value(&replaced)?;
-        output::json(&v)?;
+        output::json(&version_json(&at).await?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let at = repo.snapshot(id).await?;
-    let (v, tables) = (at.version(), snapshots(&at).await?);
-    if let Some(r) = &replaced {
+    let (id, v, tables) = (at.id(), at.version(), snapshots(&at).await?);
+    if let Some(r) = at.replaced() {
         outln!("asked for {}: {}", r.old, replaced_text(r));
     }
     outln!("version {id}");

@@ -41,10 +41,7 @@ impl<'a> Answers<'a> {
             Route::History => self.history().await,
             Route::Version { rev } => {
                 let at = self.repo.snapshot(&rev).await?;
-                let (id, replaced) = (at.id(), at.replaced());
-                let mut v = version_json(self.repo, &id).await?;
-                v["replaced"] = serde_json::to_value(replaced)?;
-                json_value(&v)
+                json_value(&version_json(&at).await?)
             }
             Route::Diff(q) => self.diff(q).await,
             Route::Retention(q) => json_value(&self.repo.gc().plan(&policy(&q)?).await?),
