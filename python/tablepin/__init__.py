@@ -635,6 +635,12 @@ class Repo:
         """Deletes a branch (main, or the only one, needs `force`)."""
         return self._repo.delete_ref("branch", name, force)
 
+    def restore_branch(self, name: str) -> Ref:
+        """Restores a deleted branch where its head was (until gc expires
+        that version), as `tablepin branch --restore` does."""
+        self._repo.restore_ref("branch", name)
+        return self._ref("branch", name)
+
     # Checks, retention, erasure
 
     def verify(self) -> VerifyReport:

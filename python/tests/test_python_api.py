@@ -345,6 +345,25 @@ def test_errors_name_this_package_s_arguments_not_the_command_line_s_flags(tmp_p
         assert "--" not in str(e.value), str(e.value)
 
 
+def test_a_deleted_branch_is_restored_with_the_call_its_error_names(tmp_path):
+    """The way out of committing to a deleted branch is said as this
+    package's call (it named the command line's `branch --restore` before),
+    and the call restores the branch where its head was."""
+    repo = tablepin.Repo.init(str(tmp_path / "repo"))
+    repo.commit("sales", pa.table({"id": [1, 2]}), key=["id"])
+    head = repo.branch("dev").version
+    repo.delete_branch("dev")
+    with pytest.raises(tablepin.NotFound) as e:
+        repo.commit("sales", pa.table({"id": [3]}), mode="append", branch="dev")
+    assert 'repo.restore_branch("dev")' in str(e.value), str(e.value)
+    assert 'repo.branch("dev", rev)' in str(e.value), str(e.value)
+    assert "--" not in str(e.value), str(e.value)
+    assert e.value.ref == "dev"
+    assert repo.restore_branch("dev").version == head
+    repo.commit("sales", pa.table({"id": [3]}), mode="append", branch="dev")
+    assert repo.read("sales", rev="dev").num_rows == 3
+
+
 def test_erase_and_gc_mistakes_name_this_package_s_arguments(tmp_path):
     repo = tablepin.Repo.init(str(tmp_path / "repo"))
     repo.commit("sales", pa.table({"id": [1, 2]}), key=["id"])

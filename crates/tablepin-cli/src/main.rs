@@ -33,6 +33,7 @@ mod ui;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tablepin::{Fix, Words};
 
 // Arrow and Parquet allocate many large short-lived buffers from several
 // threads; glibc's per-thread arenas hold on to freed memory, which cost the
@@ -97,7 +98,7 @@ pub fn message(err: &anyhow::Error, verbose: bool) -> String {
     let mut out = String::new();
     for cause in err.chain() {
         let text = match cause.downcast_ref::<tablepin::Error>() {
-            Some(e) => in_flags(e).unwrap_or_else(|| e.to_string()),
+            Some(e) => e.say(&Flags),
             None => cause.to_string(),
         };
         if out.contains(&text) {
@@ -125,66 +126,55 @@ fn says_the_store_failure(cause: &(dyn std::error::Error + 'static)) -> bool {
     matches!(store, Some(StoreError::Io { .. }))
 }
 
-/// The engine's sentence for errors whose way out is a command-line flag
-/// or command, said with them (the library's own words name no flags).
-fn in_flags(e: &tablepin::Error) -> Option<String> {
-    use tablepin::Error as E;
-    Some(match e {
-        E::NoRepository { start } if start.contains("://") => format!(
-            "no tablepin repository at {start}; run `tablepin --repo {start} init` to create one"
-        ),
-        E::NoRepository { start } => format!(
-            "no tablepin repository in {start} or any parent folder; run `tablepin init` there, or pass --repo"
-        ),
-        E::KeyExists { table, key } => {
-            format!("key {key} exists already in table '{table}'; use --mode upsert to replace rows")
+/// How the command line names the engine's ways out of an error: its
+/// flags and commands ([`tablepin::Words`]); the sentences are the
+/// engine's.
+struct Flags;
+
+impl Words for Flags {
+    fn name(&self, fix: &Fix) -> String {
+        match fix {
+            Fix::Mode(m) => format!("--mode {}", m.name()),
+            Fix::Key(k) if k.is_empty() => "--key".into(),
+            Fix::Key(k) => format!("--key {}", k.join(",")),
+            Fix::AllowSchemaChange => "--allow-schema-change".into(),
+            Fix::Cast { .. } => "--cast".into(),
+            Fix::Force => "--force".into(),
+            Fix::Reason => "--reason \"…\"".into(),
+            Fix::Grace { ms } => format!(
+                "--grace {}",
+                humantime::format_duration(std::time::Duration::from_millis(
+                    u64::try_from(*ms).unwrap_or(0)
+                ))
+            ),
+            Fix::SoleWriter => "--sole-writer".into(),
+            Fix::KeepLast(n) => format!("--keep-last {n}"),
+            Fix::CreateBranch => "--create-branch".into(),
+            Fix::Location => "--repo".into(),
+            Fix::Again => "run the command again".into(),
+            Fix::RetryFor => "wait longer with --retry-for".into(),
+            Fix::Init { at: None } => "`tablepin init`".into(),
+            Fix::Init { at: Some(at) } => format!("`tablepin --repo {at} init`"),
+            Fix::Branch { name, at_a_rev } => {
+                format!(
+                    "`tablepin branch {name}{}`",
+                    if *at_a_rev { " REV" } else { "" }
+                )
+            }
+            Fix::RestoreBranch { name } => format!("`tablepin branch --restore {name}`"),
+            Fix::DeleteTag { name } => format!("`tablepin tag --delete {name}`"),
+            other => format!("{other:?}"),
         }
-        E::NoKey { table, mode } => format!(
-            "--mode {mode} needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table with --mode overwrite, or add rows with --mode append"
-        ),
-        E::Conflict { branch, waited_s } => format!(
-            "branch '{branch}' kept moving while committing: other writers committed first for {waited_s} s; run the command again, or wait longer with --retry-for"
-        ),
-        E::UnknownBranch { name, branches, hint } => format!(
-            "branch '{name}' does not exist (branches: {branches}){hint}; create it with `tablepin branch {name}`, or commit with --create-branch"
-        ),
-        E::DeletedBranch { name, target } => format!(
-            "branch '{name}' was deleted (its head was {target}); restore it with `tablepin branch --restore {name}`, or start it again with `tablepin branch {name} REV`"
-        ),
-        E::KeyChange { table, old, new } if old.is_empty() => format!(
-            "table '{table}' has no key (it was first committed without --key), so --key {new} does not apply to it; omit --key"
-        ),
-        E::KeyChange { table, old, new } => {
-            format!("table '{table}' is keyed by [{old}], not [{new}]; omit --key or pass --key {old}")
+    }
+
+    fn take(&self, fix: &Fix) -> String {
+        match fix {
+            Fix::Cast { column, to } => {
+                format!("--cast to read the input's '{column}' as {to} when no value changes")
+            }
+            _ => fix.clause(self.name(fix)),
         }
-        E::SchemaChange {
-            table,
-            detail,
-            cast_to,
-        } => {
-            let cast = cast_to.as_ref().map_or(String::new(), |(c, t)| {
-                format!(", or --cast to read the input's '{c}' as {t} when no value changes")
-            });
-            format!("schema of table '{table}' would change: {detail}; pass --allow-schema-change to accept it{cast}")
-        }
-        E::ProtectedBranch { name, reason, what } => format!(
-            "{reason}; deleting it leaves {what} for gc to expire. Pass --force to delete it anyway (it stays restorable with `tablepin branch --restore {name}`)"
-        ),
-        E::RewriteNeedsOverwrite { table, detail } => format!(
-            "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs --mode overwrite"
-        ),
-        E::NoReason => "an erasure needs a reason for the audit record: pass --reason \"…\"".into(),
-        E::ShortGrace { grace_ms, min_ms } => format!(
-            "--grace {} s could delete the files of a commit still landing; give --grace {}m or more, or pass --sole-writer when no other process writes to this repository while gc runs",
-            grace_ms / 1000,
-            min_ms / 60_000
-        ),
-        E::KeepNone => "--keep-last 0 would expire every branch head, which gc always keeps; use --keep-last 1 or more".into(),
-        E::TagAndBranch { rev, tag, branch } => format!(
-            "'{rev}' names both a tag (at {tag}) and a branch (at {branch}); rename one of them (`tablepin tag --delete {rev}` and tag again under another name)"
-        ),
-        _ => return None,
-    })
+    }
 }
 
 /// Prints an error on stderr (one line, or one JSON object under `--json`)

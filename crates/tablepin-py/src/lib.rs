@@ -21,8 +21,8 @@ use pyo3::prelude::*;
 use serde::Serialize;
 use tablepin::format::FileEntry;
 use tablepin::{
-    CommitOptions, EraseOptions, ErasePlan, ErrorKind, GcPlan, GcPolicy, LogOptions, Mode,
-    NoProgress, RefKind, Repo, RestoreOptions, ScanOptions, WriteSettings,
+    CommitOptions, EraseOptions, ErasePlan, ErrorKind, Fix, GcPlan, GcPolicy, LogOptions, Mode,
+    NoProgress, RefKind, Repo, RestoreOptions, ScanOptions, Words, WriteSettings,
 };
 
 create_exception!(tablepin, Error, PyException, "Every error tablepin raises.");
@@ -133,7 +133,7 @@ const SUBJECT: [&str; 9] = [
 /// one-sentence message the CLI prints and what it names as attributes
 /// (`e.table`, `e.blob`, `e.rev`, ...).
 fn err(e: tablepin::Error) -> PyErr {
-    let m = in_python(&e).unwrap_or_else(|| e.to_string());
+    let m = e.say(&Arguments);
     let raised = match e.kind() {
         ErrorKind::InvalidInput => Kind::BadInput.err(m),
         ErrorKind::NotFound => Kind::NotFound.err(m),
@@ -162,60 +162,56 @@ fn err(e: tablepin::Error) -> PyErr {
     raised
 }
 
-/// The engine's sentence for errors whose way out is an argument of this
-/// package, said with it (the library's own words name no arguments).
-fn in_python(e: &tablepin::Error) -> Option<String> {
-    use tablepin::Error as E;
-    Some(match e {
-        E::NoRepository { start } if start.contains("://") => format!(
-            "no tablepin repository at {start}; create one with tablepin.Repo.init(\"{start}\")"
-        ),
-        E::NoRepository { start } => format!(
-            "no tablepin repository in {start} or any parent folder; create one with tablepin.Repo.init(path), or open one with tablepin.Repo(path)"
-        ),
-        E::KeyExists { table, key } => format!(
-            "key {key} exists already in table '{table}'; commit with mode=\"upsert\" to replace rows"
-        ),
-        E::NoKey { table, mode } => format!(
-            "mode=\"{mode}\" needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table with mode=\"overwrite\", or add rows with mode=\"append\""
-        ),
-        E::UnknownBranch { name, branches, hint } => format!(
-            "branch '{name}' does not exist (branches: {branches}){hint}; create it with repo.branch(\"{name}\"), or commit with create_branch=True"
-        ),
-        E::DeletedBranch { name, target } => format!(
-            "branch '{name}' was deleted (its head was {target}); restore it with `tablepin branch --restore {name}`, or start it again with repo.branch(\"{name}\", rev)"
-        ),
-        E::KeyChange { table, old, new } if old.is_empty() => format!(
-            "table '{table}' has no key (it was first committed without key=), so key=[{new}] does not apply to it; omit key="
-        ),
-        E::KeyChange { table, old, new } => {
-            format!("table '{table}' is keyed by [{old}], not [{new}]; omit key= or pass key=[{old}]")
+/// How this package names the engine's ways out of an error: its
+/// arguments and calls ([`tablepin::Words`]); the sentences are the
+/// engine's.
+struct Arguments;
+
+impl Words for Arguments {
+    fn name(&self, fix: &Fix) -> String {
+        match fix {
+            Fix::Mode(m) => format!("mode=\"{}\"", m.name()),
+            Fix::Key(k) if k.is_empty() => "key=".into(),
+            Fix::Key(k) => format!("key={k:?}"),
+            Fix::AllowSchemaChange => "allow_schema_change=True".into(),
+            Fix::Cast { .. } => "cast=True".into(),
+            Fix::Force => "force=True".into(),
+            Fix::Reason => "reason=\"…\"".into(),
+            // Seconds, as `grace` takes them (or a timedelta).
+            Fix::Grace { ms } if ms % 1000 == 0 => format!("grace={}", ms / 1000),
+            Fix::Grace { ms } => format!("grace={}", *ms as f64 / 1000.0),
+            Fix::SoleWriter => "sole_writer=True".into(),
+            Fix::KeepLast(n) => format!("keep_last={n}"),
+            Fix::CreateBranch => "create_branch=True".into(),
+            Fix::Location => "tablepin.Repo(path)".into(),
+            Fix::Again => "call it again".into(),
+            Fix::RetryFor => "wait for the other writers first".into(),
+            Fix::Init { at: None } => "tablepin.Repo.init(path)".into(),
+            Fix::Init { at: Some(at) } => format!("tablepin.Repo.init({at:?})"),
+            Fix::Branch {
+                name,
+                at_a_rev: false,
+            } => format!("repo.branch({name:?})"),
+            Fix::Branch {
+                name,
+                at_a_rev: true,
+            } => format!("repo.branch({name:?}, rev)"),
+            Fix::RestoreBranch { name } => format!("repo.restore_branch({name:?})"),
+            Fix::DeleteTag { name } => format!("repo.delete_tag({name:?})"),
+            other => format!("{other:?}"),
         }
-        E::SchemaChange {
-            table,
-            detail,
-            cast_to,
-        } => {
-            let cast = cast_to.as_ref().map_or(String::new(), |(c, t)| {
-                format!(", or cast=True to read the input's '{c}' as {t} when no value changes")
-            });
-            format!("schema of table '{table}' would change: {detail}; pass allow_schema_change=True to accept it{cast}")
+    }
+
+    fn take(&self, fix: &Fix) -> String {
+        match fix {
+            f if f.is_command() => format!("call {}", self.name(f)),
+            Fix::Cast { column, to } => {
+                format!("cast=True to read the input's '{column}' as {to} when no value changes")
+            }
+            Fix::Location => format!("open one with {}", self.name(fix)),
+            _ => fix.clause(self.name(fix)),
         }
-        E::ProtectedBranch { name, reason, what } => format!(
-            "{reason}; deleting it leaves {what} for gc to expire. Pass force=True to delete it anyway (branch '{name}' stays restorable)"
-        ),
-        E::RewriteNeedsOverwrite { table, detail } => format!(
-            "schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs mode=\"overwrite\""
-        ),
-        E::NoReason => "an erasure needs a reason for the audit record: pass reason=\"…\"".into(),
-        E::ShortGrace { grace_ms, min_ms } => format!(
-            "grace={} s could delete the files of a commit still landing; give grace={} or more, or sole_writer=True when no other process writes to this repository while gc runs",
-            grace_ms / 1000,
-            min_ms / 1000
-        ),
-        E::KeepNone => "keep_last=0 would expire every branch head, which gc always keeps; use keep_last=1 or more".into(),
-        _ => return None,
-    })
+    }
 }
 
 /// Rows handed to Python as an Arrow C stream (no buffer copied).
@@ -922,6 +918,14 @@ impl PyRepo {
             py,
             async move { repo.refs().delete(kind, &name, force).await },
         )?;
+        Ok(id.to_string())
+    }
+
+    /// Restores a deleted branch or tag where it pointed; the version.
+    fn restore_ref(&self, py: Python<'_>, kind: &str, name: String) -> PyResult<String> {
+        let kind = ref_kind(kind)?;
+        let repo = self.repo.clone();
+        let id = run(py, async move { repo.refs().restore(kind, &name).await })?;
         Ok(id.to_string())
     }
 

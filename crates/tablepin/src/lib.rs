@@ -59,7 +59,7 @@ pub mod sql;
 mod subject;
 pub mod table;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Fix, Library, Result, Words};
 pub use repo::{
     check_name, CommitInput, CommitOptions, CommitOutcome, CommitPlan, CommitResult, Diff,
     EraseOptions, ErasePlan, EraseReport, ErasedCheck, Erasure, Gc, GcPlan, GcPolicy, GcReport,

@@ -119,8 +119,8 @@ pub(crate) fn table_key(
         (Some(par), Some(k)) if par.key != *k && !(par.key.is_empty() && par.files.is_empty()) => {
             return Err(Error::KeyChange {
                 table: table.to_string(),
-                old: par.key.join(","),
-                new: k.join(","),
+                old: par.key.clone(),
+                new: k.clone(),
             })
         }
         (_, Some(k)) => k.clone(),
@@ -130,7 +130,7 @@ pub(crate) fn table_key(
     if key.is_empty() && matches!(mode, Mode::Upsert | Mode::Delete) {
         return Err(Error::NoKey {
             table: table.to_string(),
-            mode: mode.name().to_string(),
+            mode,
         });
     }
     Ok(key)

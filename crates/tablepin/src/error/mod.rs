@@ -7,6 +7,9 @@ use tablepin_format::{FormatError, ObjectId, VersionId};
 use tablepin_rowhash::RowHashError;
 use tablepin_store::StoreError;
 
+mod way_out;
+pub use way_out::{Fix, Library, Words};
+
 /// Result alias of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -50,11 +53,7 @@ pub enum Error {
     },
     /// No repository where one was looked for: a folder and its parents,
     /// or a URL.
-    #[error("{}", if start.contains("://") {
-        format!("no tablepin repository at {start}; create one there")
-    } else {
-        format!("no tablepin repository in {start} or any parent folder; create one there, or open one by its path")
-    })]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     NoRepository {
         /// Where the search started.
         start: String,
@@ -113,7 +112,7 @@ pub enum Error {
         change: String,
     },
     /// An appended key exists already.
-    #[error("key {key} exists already in table '{table}'; commit in upsert mode to replace rows")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     KeyExists {
         /// The table.
         table: String,
@@ -139,22 +138,22 @@ pub enum Error {
         blob: ObjectId,
     },
     /// The key columns given differ from the ones the table remembers.
-    #[error("{}", key_change_message(table, old, new))]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     KeyChange {
         /// The table.
         table: String,
         /// The remembered key.
-        old: String,
+        old: Vec<String>,
         /// The key given.
-        new: String,
+        new: Vec<String>,
     },
     /// A mode that needs a key on a table without one.
-    #[error("mode {mode} needs a keyed table, and '{table}' has no key (a key is declared on a table's first commit); commit the whole table in overwrite mode, or add rows in append mode")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     NoKey {
         /// The table.
         table: String,
         /// The mode.
-        mode: String,
+        mode: crate::Mode,
     },
     /// `compact` found the table's files laid out as compaction would
     /// write them: nothing to do.
@@ -173,10 +172,7 @@ pub enum Error {
         table: String,
     },
     /// The input's schema differs from the table's.
-    #[error(
-        "schema of table '{table}' would change: {detail}; allow the schema change to accept it{}",
-        cast_hint(cast_to)
-    )]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     SchemaChange {
         /// The table.
         table: String,
@@ -188,7 +184,7 @@ pub enum Error {
     },
     /// An incompatible schema change in a mode that does not rewrite the
     /// table.
-    #[error("schema of table '{table}' changes ({detail}); an incompatible schema change rewrites the table, so it needs overwrite mode")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     RewriteNeedsOverwrite {
         /// The table.
         table: String,
@@ -196,13 +192,13 @@ pub enum Error {
         detail: String,
     },
     /// An erasure without a reason for its audit record.
-    #[error("an erasure needs a reason for the audit record")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     NoReason,
     /// A retention policy keeping no version of a branch.
-    #[error("keeping the last 0 versions would expire every branch head, which gc always keeps; keep the last 1 or more")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     KeepNone,
     /// A name that is both a tag and a branch, naming different versions.
-    #[error("'{rev}' names both a tag (at {tag}) and a branch (at {branch}); rename one of them (delete the tag and tag again under another name)")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     TagAndBranch {
         /// The name.
         rev: String,
@@ -253,7 +249,7 @@ pub enum Error {
     /// A commit to a branch that does not exist, in a repository that has
     /// branches: most likely a typo, which would otherwise start a new,
     /// parentless branch.
-    #[error("branch '{name}' does not exist (branches: {branches}){hint}; create it first, or let the commit create it")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     UnknownBranch {
         /// The branch named.
         name: String,
@@ -265,7 +261,7 @@ pub enum Error {
     /// A commit to a branch that was deleted: it would start a new,
     /// parentless history under the old name while the old one waits,
     /// unprotected, to be restored or expired by gc.
-    #[error("branch '{name}' was deleted (its head was {target}); restore it first, or start it again at a version of your choice")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     DeletedBranch {
         /// The branch named.
         name: String,
@@ -286,7 +282,7 @@ pub enum Error {
     /// A gc grace shorter than a commit can take, while other processes
     /// may be committing: it could delete a commit's new files before the
     /// commit names them.
-    #[error("a grace of {} s could delete the files of a commit still landing; give {} s or more, or say that no other process writes to the repository while gc runs", grace_ms / 1000, min_ms / 1000)]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     ShortGrace {
         /// The grace asked for (ms).
         grace_ms: i64,
@@ -307,7 +303,7 @@ pub enum Error {
         tables: String,
     },
     /// Deleting the last branch, or the default branch, without force.
-    #[error("{reason}; deleting it leaves {what} for gc to expire. Force the deletion to delete it anyway (branch '{name}' stays restorable)")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     ProtectedBranch {
         /// The branch.
         name: String,
@@ -391,7 +387,7 @@ pub enum Error {
         message: String,
     },
     /// A branch moved while a command ran, more times than it retries.
-    #[error("branch '{branch}' kept moving while committing: other writers committed first for {waited_s} s; commit again, or retry for longer")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     Conflict {
         /// The branch.
         branch: String,
@@ -462,23 +458,6 @@ pub enum Error {
     /// A predicate or query failed.
     #[error("{0}")]
     Query(String),
-}
-
-fn cast_hint(cast_to: &Option<(String, String)>) -> String {
-    match cast_to {
-        Some((column, to)) => {
-            format!(", or cast the input's '{column}' to {to} when no value changes")
-        }
-        None => String::new(),
-    }
-}
-
-fn key_change_message(table: &str, old: &str, new: &str) -> String {
-    if old.is_empty() {
-        format!("table '{table}' has no key (it was first committed without one), so the key [{new}] does not apply to it; commit without a key")
-    } else {
-        format!("table '{table}' is keyed by [{old}], not [{new}]; commit without a key, or with [{old}]")
-    }
 }
 
 impl Error {
