@@ -337,6 +337,7 @@ def test_errors_name_this_package_s_arguments_not_the_command_line_s_flags(tmp_p
         (lambda: repo.commit("sales", pa.table({"id": [1.0, 2.0]})), "allow_schema_change=True"),
         (lambda: repo.commit("sales", pa.table({"id": [1.0, 2.0]})), "cast=True"),
         (lambda: repo.delete_branch("main"), "force=True"),
+        (lambda: repo.read("sales", rev="nosuch"), "see repo.log() and repo.tags()"),
     ]
     for call, says in cases:
         with pytest.raises(tablepin.Error) as e:

@@ -163,6 +163,9 @@ impl Words for Flags {
             }
             Fix::RestoreBranch { name } => format!("`tablepin branch --restore {name}`"),
             Fix::DeleteTag { name } => format!("`tablepin tag --delete {name}`"),
+            Fix::Verify => "`tablepin verify`".into(),
+            Fix::Log => "`tablepin log`".into(),
+            Fix::Tags => "`tablepin tag --list`".into(),
             other => format!("{other:?}"),
         }
     }

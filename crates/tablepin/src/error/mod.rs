@@ -166,7 +166,7 @@ pub enum Error {
     },
     /// A table's live rows, read whole, do not hash to its snapshot's
     /// content hash.
-    #[error("the live rows of table '{table}' do not hash to the content hash its snapshot records, so nothing was written; run `tablepin verify` to find the damaged blob")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     ContentMismatch {
         /// The table.
         table: String,
@@ -208,7 +208,7 @@ pub enum Error {
         branch: String,
     },
     /// A revision that names nothing.
-    #[error("unknown revision '{rev}': no tag, branch or version id matches; see `tablepin log` and `tablepin tag --list`")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     UnknownRev {
         /// The revision.
         rev: String,
@@ -365,7 +365,7 @@ pub enum Error {
     },
     /// gc found a blob a kept version needs missing or damaged, and so
     /// changed nothing.
-    #[error("gc changed nothing: {first}{}; run `tablepin verify` to list every problem", if *more > 0 { format!(" (and {more} more)") } else { String::new() })]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     KeptBlobsDamaged {
         /// The first problem.
         first: String,
@@ -374,7 +374,7 @@ pub enum Error {
     },
     /// A stored document (audit record, tombstone, config) is damaged;
     /// the sentence names it.
-    #[error("{0}; run `tablepin verify` to list every problem")]
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
     DamagedDocument(String),
     /// A stored Parquet or deletion-vector blob does not decode.
     #[error("blob {blob} ({what}) does not decode: {message}")]

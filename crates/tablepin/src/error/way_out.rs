@@ -74,6 +74,12 @@ pub enum Fix {
         /// The tag.
         name: String,
     },
+    /// Check every blob, ref and version of the repository.
+    Verify,
+    /// List a branch's versions.
+    Log,
+    /// List the tags.
+    Tags,
 }
 
 impl Fix {
@@ -148,6 +154,9 @@ impl Words for Library {
             Fix::Branch { .. } => "Refs::create".into(),
             Fix::RestoreBranch { .. } => "Refs::restore".into(),
             Fix::DeleteTag { .. } => "Refs::delete".into(),
+            Fix::Verify => "Repo::verify".into(),
+            Fix::Log => "Repo::log".into(),
+            Fix::Tags => "Refs::list".into(),
         }
     }
 
@@ -259,7 +268,12 @@ impl Error {
                 w.take(&Fix::Again),
                 w.take(&Fix::RetryFor)
             ),
-            _ => return self.say_refs(w).or_else(|| self.say_retention(w)),
+            _ => {
+                return self
+                    .say_refs(w)
+                    .or_else(|| self.say_retention(w))
+                    .or_else(|| self.say_pointers(w))
+            }
         })
     }
 
@@ -318,6 +332,33 @@ impl Error {
                 "'{rev}' names both a tag (at {tag}) and a branch (at {branch}); rename one of them ({} and tag again under another name)",
                 w.take(&Fix::DeleteTag { name: rev.clone() })
             ),
+            _ => return None,
+        })
+    }
+
+    /// Errors whose way out is to look further: the log, the tags, a
+    /// check of the whole repository.
+    fn say_pointers(&self, w: &dyn Words) -> Option<String> {
+        use Error as E;
+        let verify = || w.take(&Fix::Verify);
+        Some(match self {
+            E::UnknownRev { rev } => format!(
+                "unknown revision '{rev}': no tag, branch or version id matches; see {} and {}",
+                w.offer(&Fix::Log),
+                w.offer(&Fix::Tags)
+            ),
+            E::ContentMismatch { table } => format!(
+                "the live rows of table '{table}' do not hash to the content hash its snapshot records, so nothing was written; {} to find the damaged blob",
+                verify()
+            ),
+            E::KeptBlobsDamaged { first, more } => {
+                let more = match more {
+                    0 => String::new(),
+                    n => format!(" (and {n} more)"),
+                };
+                format!("gc changed nothing: {first}{more}; {} to list every problem", verify())
+            }
+            E::DamagedDocument(what) => format!("{what}; {} to list every problem", verify()),
             _ => return None,
         })
     }
@@ -404,6 +445,10 @@ mod tests {
             vec![Fix::Init { at: None }, Fix::Location]
         );
         assert_eq!(Error::KeepNone.way_out(), vec![Fix::KeepLast(1)]);
+        let rev = Error::UnknownRev { rev: "v9".into() };
+        assert_eq!(rev.way_out(), vec![Fix::Log, Fix::Tags]);
+        // The library's own words send to its calls, not the command line.
+        assert!(!rev.to_string().contains("tablepin "), "{rev}");
         // An error without one says so.
         assert!(Error::Internal("x".into()).way_out().is_empty());
     }
