@@ -214,7 +214,9 @@ impl Error {
     /// [`Error::say`] offers, in the same order.
     pub fn way_out(&self) -> Vec<Fix> {
         let recorder = Recorder::default();
-        let _ = self.say(&recorder);
+        // Only the sentences with a way out offer a fix: the others'
+        // Display need not be made.
+        let _ = self.say_fixed(&recorder);
         recorder.0.into_inner()
     }
 
@@ -486,6 +488,83 @@ mod tests {
         // Errors without a way out say their Display whatever the words.
         let plain = Error::AlreadyCompact { table: "t".into() };
         assert_eq!(plain.say(&Marked), plain.to_string());
+    }
+
+    /// Every variant whose `Display` is [`Error::say_fixed`] has its
+    /// sentence there: a variant missing from it would display as nothing.
+    #[test]
+    fn every_variant_said_here_has_a_sentence_and_a_way_out() {
+        let s = || "x".to_string();
+        let all = [
+            Error::NoRepository { start: s() },
+            Error::NoRepository {
+                start: "s3://b/p".into(),
+            },
+            Error::KeyExists {
+                table: s(),
+                key: s(),
+            },
+            Error::KeyChange {
+                table: s(),
+                old: vec![],
+                new: vec![s()],
+            },
+            Error::KeyChange {
+                table: s(),
+                old: vec![s()],
+                new: vec![s()],
+            },
+            Error::NoKey {
+                table: s(),
+                mode: Mode::Delete,
+            },
+            Error::ContentMismatch { table: s() },
+            schema_change(false),
+            Error::RewriteNeedsOverwrite {
+                table: s(),
+                detail: s(),
+            },
+            Error::NoReason,
+            Error::KeepNone,
+            Error::TagAndBranch {
+                rev: s(),
+                tag: s(),
+                branch: s(),
+            },
+            Error::UnknownRev { rev: s() },
+            Error::UnknownBranch {
+                name: s(),
+                branches: s(),
+                hint: String::new(),
+            },
+            Error::DeletedBranch {
+                name: s(),
+                target: s(),
+            },
+            Error::ShortGrace {
+                grace_ms: 0,
+                min_ms: 600_000,
+            },
+            Error::ProtectedBranch {
+                name: s(),
+                reason: s(),
+                what: s(),
+            },
+            Error::KeptBlobsDamaged {
+                first: s(),
+                more: 2,
+            },
+            Error::DamagedDocument(s()),
+            Error::Conflict {
+                branch: s(),
+                waited_s: 60,
+            },
+        ];
+        for e in &all {
+            assert!(e.say_fixed(&Library).is_some(), "{e:?}");
+            assert!(!e.to_string().is_empty(), "{e:?}");
+            assert!(!e.way_out().is_empty(), "{e:?}");
+        }
     }
 
     #[test]
