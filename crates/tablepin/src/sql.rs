@@ -22,7 +22,7 @@
 //! Before planning, the query's table references are resolved and each
 //! registered as a [`VersionTable`]. Its scan is a `StreamingTableExec`
 //! whose partitions each stream every n-th file of the snapshot
-//! (`table::stream::Scan`). A file whose key range rules out every row the
+//! (`table::scan`). A file whose key range rules out every row the
 //! filters match is never fetched (DataFusion's `PruningPredicate` over the
 //! snapshot's key ranges); `ReadStats::files_skipped` and `rows_decoded`
 //! count what was spared. Filters are marked `Inexact`, and no order is
@@ -55,8 +55,8 @@ use tablepin_store::Store;
 use crate::error::{Error, Result};
 use crate::repo::Repo;
 use crate::table::predicate::df_message;
-use crate::table::stream::Scan;
-use crate::table::{schema_of, ReadStats, RowFilter, ScanRequest};
+use crate::table::scan::{RowFilter, Scan, ScanRequest};
+use crate::table::{schema_of, ReadStats};
 
 /// One table at one version, for DataFusion. Each scan streams the
 /// snapshot's files (verified), decoding only the columns asked for and

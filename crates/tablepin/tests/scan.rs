@@ -210,11 +210,8 @@ async fn read_all(repo: &Repo) -> RecordBatch {
     concat_batches(&r.schema, &r.batches).unwrap()
 }
 
-async fn first_rows(repo: &Repo, limit: usize) -> (RecordBatch, tablepin::ReadStats) {
-    let opts = ScanOptions {
-        limit: Some(limit),
-        ..Default::default()
-    };
+/// A collected read of table "t" at main, as one batch, and its counts.
+async fn collected(repo: &Repo, opts: ScanOptions) -> (RecordBatch, tablepin::ReadStats) {
     let r = repo
         .snapshot("main")
         .await
@@ -225,14 +222,18 @@ async fn first_rows(repo: &Repo, limit: usize) -> (RecordBatch, tablepin::ReadSt
     (concat_batches(&r.schema, &r.batches).unwrap(), r.stats)
 }
 
-#[tokio::test]
-async fn a_limit_reads_only_the_files_that_can_hold_the_first_rows() {
-    // Three files with disjoint key ranges, the first rows in the last
-    // committed; then an upsert that moves a row of the highest range to
-    // the front in key order (id 5 changes, its file hides it).
-    let repo = Repo::init("memory://", WriteSettings::default())
-        .await
-        .unwrap();
+async fn first_rows(repo: &Repo, limit: usize) -> (RecordBatch, tablepin::ReadStats) {
+    let opts = ScanOptions {
+        limit: Some(limit),
+        ..Default::default()
+    };
+    collected(repo, opts).await
+}
+
+/// A keyed table in three files with disjoint key ranges, the first rows
+/// in the last committed.
+async fn three_ranges(settings: WriteSettings) -> Repo {
+    let repo = Repo::init("memory://", settings).await.unwrap();
     let keyed = CommitOptions {
         key: Some(vec!["id".into()]),
         ..Default::default()
@@ -251,6 +252,14 @@ async fn a_limit_reads_only_the_files_that_can_hold_the_first_rows() {
     repo.commit("t", b.schema(), vec![b], &append)
         .await
         .unwrap();
+    repo
+}
+
+#[tokio::test]
+async fn a_limit_reads_only_the_files_that_can_hold_the_first_rows() {
+    // Then an upsert that moves a row of the highest range to the front in
+    // key order (id 5 changes, its file hides it).
+    let repo = three_ranges(WriteSettings::default()).await;
     let whole = read_all(&repo).await;
     for limit in [0, 1, 10, 999, 1000, 1001, 2500, 5000] {
         let (got, stats) = first_rows(&repo, limit).await;
@@ -281,23 +290,30 @@ async fn a_limit_reads_only_the_files_that_can_hold_the_first_rows() {
         .await
         .unwrap();
     let whole = read_all(&repo).await;
-    let r = repo
-        .snapshot("main")
-        .await
-        .unwrap()
-        .scan(
-            "t",
-            &ScanOptions {
-                limit: Some(3),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        concat_batches(&r.schema, &r.batches).unwrap(),
-        whole.slice(0, 3)
-    );
+    assert_eq!(first_rows(&repo, 3).await.0, whole.slice(0, 3));
+}
+
+/// A collected read (what `read`, `cat` and Python's `read` do) plans as
+/// a stream does: a key range fetches only the file whose range can hold
+/// it, and decodes only the pages of it that can.
+#[tokio::test]
+async fn a_collected_read_of_a_key_range_reads_only_the_files_and_pages_that_can_hold_it() {
+    let settings = WriteSettings {
+        page_index: true,
+        data_page_rows: Some(100),
+        ..WriteSettings::default()
+    };
+    let repo = three_ranges(settings).await;
+    let whole = read_all(&repo).await;
+    let range = ScanOptions {
+        filter: Some("id >= 1200 AND id < 1250".into()),
+        ..Default::default()
+    };
+    let (got, s) = collected(&repo, range).await;
+    assert_eq!(got, whole.slice(1200, 50));
+    assert_eq!((s.files, s.files_skipped, s.rows), (1, 2, 50), "{s:?}");
+    // The range lies in one or two pages of 100 rows of the 1,000.
+    assert!(s.rows_decoded >= 50 && s.rows_decoded <= 200, "{s:?}");
 }
 
 /// Everything a streamed read gives, as one batch.

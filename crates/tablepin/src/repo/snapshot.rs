@@ -1,9 +1,8 @@
 //! A version as read. [`Repo::snapshot`] resolves a revision once, to a
 //! [`Snapshot`]; every read of its tables goes through [`Snapshot::scan`]
-//! (collected: `table::scan`, or the files a caller chose read as a
-//! stream reads them) or [`Snapshot::stream`] (`table::stream`), both of
-//! which prune files by key range and statistics and pages by the page
-//! index before they decode anything.
+//! (collected) or [`Snapshot::stream`], the two executors of one read plan
+//! (`table::scan`), which prunes files by key range and statistics and
+//! pages by the page index before anything is decoded.
 
 use super::*;
 
@@ -240,12 +239,9 @@ impl Snapshot<'_> {
     ) -> Result<TableRead> {
         let store = &self.repo.store;
         let snapshot = self.repo.snapshot_of(id, v, table).await?;
-        let (schema, batches, stats) = match opts.files {
-            // Chosen files are read as a stream reads them: unmerged.
-            Some(_) => table::stream::collect(store.clone(), &snapshot, table, opts).await,
-            None => table::scan(store, &snapshot, table, opts).await,
-        }
-        .map_err(|e| named(e, Some(*id), table))?;
+        let (schema, batches, stats) = table::read(store, &snapshot, table, opts)
+            .await
+            .map_err(|e| named(e, Some(*id), table))?;
         Ok(TableRead {
             version: *id,
             snapshot,
@@ -263,7 +259,7 @@ impl Snapshot<'_> {
     pub async fn stream(&self, table: &str, opts: &ScanOptions) -> Result<TableStream> {
         let version = self.id;
         let snapshot = self.table(table).await?;
-        let s = table::stream::open(self.repo.store.clone(), &snapshot, table, opts)
+        let s = table::scan::open(self.repo.store.clone(), &snapshot, table, opts)
             .await
             .map_err(|e| named(e, Some(version), table))?;
         let name = table.to_string();

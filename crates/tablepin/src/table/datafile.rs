@@ -583,22 +583,12 @@ impl DataFile {
     }
 }
 
-/// Reads the rows of a data file that a deletion vector leaves, as batches
-/// of `schema`. A few deleted rows are cut out of the decoded batches as
-/// zero-copy slices: a `RowSelection` with a gap every few hundred rows made
-/// the decoder half as fast again (BENCHMARKS.md). Many deleted rows are
-/// skipped while decoding instead.
-pub(crate) fn read_live(
-    blob: ObjectId,
-    bytes: Bytes,
-    schema: &SchemaRef,
-    dv: Option<&RoaringBitmap>,
-) -> Result<Vec<RecordBatch>> {
-    DataFile::open(blob, bytes)?.live(schema, dv)
-}
-
 impl DataFile {
-    /// [`read_live`] of an opened file.
+    /// Reads the rows of a data file that a deletion vector leaves, as batches
+    /// of `schema`. A few deleted rows are cut out of the decoded batches as
+    /// zero-copy slices: a `RowSelection` with a gap every few hundred rows made
+    /// the decoder half as fast again (BENCHMARKS.md). Many deleted rows are
+    /// skipped while decoding instead.
     pub(crate) fn live(
         &self,
         schema: &SchemaRef,
@@ -954,7 +944,10 @@ mod tests {
             .collect();
         let dense: RoaringBitmap = (0..n).filter(|p| p % 3 == 0).collect();
         for dv in [sparse, dense, RoaringBitmap::new()] {
-            let got = read_live(id, bytes.clone(), &schema, Some(&dv)).unwrap();
+            let got = DataFile::open(id, bytes.clone())
+                .unwrap()
+                .live(&schema, Some(&dv))
+                .unwrap();
             let ids = first_ints(&got);
             let expect: Vec<i64> = (0..n).filter(|p| !dv.contains(*p)).map(i64::from).collect();
             assert_eq!(ids, expect, "{} deleted", dv.len());

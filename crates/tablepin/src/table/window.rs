@@ -113,7 +113,7 @@ impl Spans {
     }
 
     /// Every group's files, in key order (a keyed read merges one group at
-    /// a time: `table::stream`).
+    /// a time: `table::scan`).
     pub(crate) fn groups(self) -> Vec<Vec<usize>> {
         self.spans
             .into_iter()

@@ -292,7 +292,14 @@ impl Repo {
             (Mode::Append, vec![added])
         } else {
             let own = schema_of(ours);
-            let (all, _) = crate::table::read_rows(&self.store, ours, &own, false).await?;
+            let every = crate::table::scan::ScanRequest {
+                columns: None,
+                filter: None,
+                limit: None,
+                ordered: false,
+                files: None,
+            };
+            let (_, all, _) = crate::table::scan::collect(&self.store, ours, table, &every).await?;
             let all = concat_batches(&own, &all)
                 .map_err(Error::arrow(format!("reading table '{table}' to merge")))?;
             let all = widen(&all, schema)?;

@@ -31,11 +31,11 @@ pub(crate) async fn plan_compact(
     settings: &WriteSettings,
 ) -> Result<Staged> {
     let (schema, batches, _) =
-        super::super::scan(store, par, table, &super::super::ScanOptions::default()).await?;
+        super::super::read(store, par, table, &super::super::ScanOptions::default()).await?;
     let rows = concat_batches(&schema, &batches).map_err(Error::arrow("compacting the table"))?;
     drop(batches);
     let key_idx = keys::key_indices(table, &schema, &par.key)?;
-    // `scan` returns a keyed table's rows in key order already.
+    // `read` returns a keyed table's rows in key order already.
     let order: Vec<u32> = (0..rows.num_rows() as u32).collect();
     let hashes = hash_rows(&rows)?;
     let (mut files, blobs) = write_files(&rows, &order, &key_idx, settings)?;

@@ -1,0 +1,297 @@
+//! The stream executor of a [`ScanPlan`]: rows as they are read, memory
+//! holding the files being read and not the table.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use futures::stream::{self, BoxStream, StreamExt};
+use roaring::RoaringBitmap;
+use tablepin_format::{ObjectId, TableSnapshot};
+use tablepin_store::Store;
+
+use super::{ScanPlan, ScanRequest};
+use crate::error::Result;
+use crate::table::datafile::{DataFile, Select};
+use crate::table::merge::{Batches, MergeIter};
+use crate::table::{dv, keys, window, ReadStats, ScanOptions};
+
+/// A plan being executed: its files' deletion vectors loaded, and what it
+/// read so far.
+pub(crate) struct Scan {
+    store: Arc<Store>,
+    pub(super) plan: ScanPlan,
+    dvs: Vec<Option<RoaringBitmap>>,
+    stats: Arc<Mutex<ReadStats>>,
+}
+
+impl Scan {
+    /// Decides a read of `snap` and opens it.
+    pub(crate) async fn new(
+        store: Arc<Store>,
+        snap: &TableSnapshot,
+        table: &str,
+        req: &ScanRequest<'_>,
+    ) -> Result<Self> {
+        Self::open(store, ScanPlan::decide(snap, table, req)?).await
+    }
+
+    /// Opens a plan: loads the deletion vectors of the files it reads.
+    async fn open(store: Arc<Store>, plan: ScanPlan) -> Result<Self> {
+        let dvs = dv::load_many(&store, &plan.files).await?;
+        Ok(Self {
+            store,
+            stats: Arc::new(Mutex::new(plan.stats())),
+            plan,
+            dvs,
+        })
+    }
+
+    /// The schema of the batches the scan gives.
+    pub(crate) fn schema(&self) -> SchemaRef {
+        self.plan.schema()
+    }
+
+    /// What the scan read so far (shared with the streams).
+    pub(crate) fn stats(&self) -> Arc<Mutex<ReadStats>> {
+        self.stats.clone()
+    }
+
+    /// The data files the scan reads.
+    pub(crate) fn files(&self) -> usize {
+        self.plan.files.len()
+    }
+
+    /// Counts rows given.
+    fn gave(&self, rows: usize) {
+        if let Ok(mut s) = self.stats.lock() {
+            s.rows += rows as u64;
+        }
+    }
+
+    /// The rows of files `part`, `part + parts`, … , file by file, reading
+    /// `at_once` files at a time (fetched, verified and decoded as one job
+    /// each, on all cores), stopping at the plan's limit.
+    pub(crate) fn stream(
+        self: Arc<Self>,
+        part: usize,
+        parts: usize,
+        at_once: usize,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let cursor = Cursor {
+            mine: (part..self.files()).step_by(parts.max(1)).collect(),
+            scan: self,
+            next: 0,
+            taken: 0,
+            ready: VecDeque::new(),
+        };
+        stream::unfold(cursor, move |mut c| async move {
+            loop {
+                if let Some(b) = c.ready.pop_front() {
+                    return Some((Ok(b), c));
+                }
+                let left = c.scan.plan.limit.map(|l| l.saturating_sub(c.taken));
+                if c.next >= c.mine.len() || left == Some(0) {
+                    return None;
+                }
+                let end = (c.next + at_once.max(1)).min(c.mine.len());
+                let step = c.mine[c.next..end].to_vec();
+                c.next = end;
+                match c.scan.read_files(&step, left).await {
+                    Ok(batches) => {
+                        let batches = match left {
+                            Some(n) => crate::table::take_rows(batches, n),
+                            None => batches,
+                        };
+                        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                        c.taken += rows;
+                        c.scan.gave(rows);
+                        c.ready.extend(batches);
+                    }
+                    Err(e) => {
+                        c.next = c.mine.len();
+                        return Some((Err(e), c));
+                    }
+                }
+            }
+        })
+        .boxed()
+    }
+
+    /// Fetches, verifies and reads the files at `idx`, with the columns
+    /// returned.
+    async fn read_files(&self, idx: &[usize], left: Option<usize>) -> Result<Vec<RecordBatch>> {
+        let at = Files {
+            plan: &self.plan,
+            dvs: &self.dvs,
+            stats: &self.stats,
+        };
+        let per_file = at.decode(&self.store, idx, left).await?;
+        per_file
+            .iter()
+            .flatten()
+            .map(|b| self.plan.read.project(b))
+            .collect()
+    }
+}
+
+/// A plan's files with their deletion vectors, and what reading them
+/// counted.
+pub(super) struct Files<'a> {
+    pub(super) plan: &'a ScanPlan,
+    pub(super) dvs: &'a [Option<RoaringBitmap>],
+    pub(super) stats: &'a Mutex<ReadStats>,
+}
+
+impl Files<'_> {
+    /// Fetches, verifies and decodes the files at `idx` (each one job, on
+    /// all cores), counting them: each file's rows the filter keeps, with
+    /// every decoded column. Without a filter, each file decodes at most
+    /// `left` rows.
+    pub(super) async fn decode(
+        &self,
+        store: &Store,
+        idx: &[usize],
+        left: Option<usize>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        let files = &self.plan.files;
+        let ids: Vec<ObjectId> = idx.iter().map(|&i| files[i].data).collect();
+        let per_file = store
+            .map_blobs(&ids, |j, bytes| {
+                let i = idx[j];
+                self.plan
+                    .read
+                    .decoded(files[i].data, bytes, self.dvs[i].as_ref(), left)
+            })
+            .await?;
+        if let Ok(mut s) = self.stats.lock() {
+            for (&i, (_, decoded)) in idx.iter().zip(&per_file) {
+                s.count_file(&files[i]);
+                s.rows_decoded += decoded;
+            }
+        }
+        Ok(per_file.into_iter().map(|(b, _)| b).collect())
+    }
+}
+
+/// Where a stream of a [`Scan`] is.
+struct Cursor {
+    scan: Arc<Scan>,
+    /// The files this stream reads, by index, and the next one.
+    mine: Vec<usize>,
+    next: usize,
+    /// Rows given so far.
+    taken: usize,
+    ready: VecDeque<RecordBatch>,
+}
+
+/// Rows as they are read, with what the read touched so far.
+pub(crate) struct RowStream {
+    pub(crate) schema: SchemaRef,
+    pub(crate) rows: BoxStream<'static, Result<RecordBatch>>,
+    pub(crate) stats: Arc<Mutex<ReadStats>>,
+}
+
+/// Streams the rows of a snapshot that `opts` asks for, in the order the
+/// collect executor gives them: keyed tables in key order (each file
+/// decoded a batch at a time and merged), unkeyed ones and chosen files
+/// file by file (chosen files one at a time: a task's memory holds one
+/// file).
+pub(crate) async fn open(
+    store: Arc<Store>,
+    snap: &TableSnapshot,
+    table: &str,
+    opts: &ScanOptions,
+) -> Result<RowStream> {
+    let plan = ScanPlan::decide(snap, table, &ScanRequest::of(opts))?;
+    if plan.order.is_some() {
+        return merged(store, plan).await;
+    }
+    let at_once = match opts.files {
+        Some(_) => 1,
+        None => tablepin_format::threads(),
+    };
+    let scan = Arc::new(Scan::open(store, plan).await?);
+    Ok(RowStream {
+        schema: scan.schema(),
+        stats: scan.stats(),
+        rows: scan.stream(0, 1, at_once),
+    })
+}
+
+/// [`open`] of a keyed table: the files merged by key as they decode, a
+/// group of files whose key ranges overlap at a time, in key order (the
+/// next group read meanwhile), so that memory holds a group's files and
+/// not the table's.
+async fn merged(store: Arc<Store>, plan: ScanPlan) -> Result<RowStream> {
+    let scan = Arc::new(Scan::open(store, plan).await?);
+    if let Ok(mut s) = scan.stats.lock() {
+        for (f, dv) in scan.plan.files.iter().zip(&scan.dvs) {
+            s.count_file(f);
+            s.rows_decoded += f.rows - dv.as_ref().map_or(0, |d| d.len().min(f.rows));
+        }
+    }
+    let groups = match window::Spans::of(&scan.plan.files) {
+        Some(spans) => spans.groups(),
+        None => vec![(0..scan.files()).collect()],
+    };
+    let group_scan = scan.clone();
+    let merged = stream::iter(groups)
+        .map(move |files| {
+            let scan = group_scan.clone();
+            async move { merge_group(&scan, &files).await }
+        })
+        .buffered(2)
+        .flat_map(|group| match group {
+            Ok(rows) => stream::iter(rows).boxed(),
+            Err(e) => stream::once(async move { Err(e) }).boxed(),
+        });
+    let kept = scan.clone();
+    // Ends at the limit (which stops the reading of further groups).
+    let rows = merged
+        .scan(scan.plan.limit, move |left, b| {
+            if *left == Some(0) {
+                return std::future::ready(None);
+            }
+            let read = &kept.plan.read;
+            let out = match b.and_then(|b| read.project(&read.filtered(b)?)) {
+                Err(e) => Some(Err(e)),
+                Ok(b) => {
+                    let b = match *left {
+                        Some(n) if b.num_rows() > n => b.slice(0, n),
+                        _ => b,
+                    };
+                    *left = left.map(|n| n - b.num_rows());
+                    kept.gave(b.num_rows());
+                    (b.num_rows() > 0).then_some(Ok(b))
+                }
+            };
+            std::future::ready(Some(out))
+        })
+        .filter_map(std::future::ready);
+    Ok(RowStream {
+        schema: scan.schema(),
+        stats: scan.stats(),
+        rows: rows.boxed(),
+    })
+}
+
+/// The files `files` of a keyed scan read, verified and opened, and
+/// merged by key.
+async fn merge_group(scan: &Scan, files: &[usize]) -> Result<MergeIter> {
+    let schema = &scan.plan.read.schema;
+    let ids: Vec<ObjectId> = files.iter().map(|i| scan.plan.files[*i].data).collect();
+    let opened = scan
+        .store
+        .map_blobs(&ids, |i, bytes| DataFile::open(ids[i], bytes))
+        .await?;
+    let mut inputs: Vec<Batches> = Vec::with_capacity(opened.len());
+    for (file, i) in opened.iter().zip(files) {
+        let dv = scan.dvs[*i].as_ref();
+        inputs.push(Box::new(file.batches(schema, Select::Live(dv), None)?));
+    }
+    let key = scan.plan.order.clone().unwrap_or_default();
+    let codec = keys::KeyCodec::new(schema, key)?;
+    MergeIter::new(schema, inputs, codec)
+}
