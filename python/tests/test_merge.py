@@ -49,6 +49,33 @@ def test_a_small_merge_from_python_names_conflicts_then_settles_them(tmp_path):
         repo.merge("relabel", strategy="mine")
 
 
+def test_a_table_that_cannot_be_merged_by_rows_names_the_way_to_keep_one_side(tmp_path):
+    """Each front end names its own way to keep one side's table (Python
+    named the command line's --ours=t), and the named way works."""
+    path = str(tmp_path / "repo")
+    repo = tablepin.Repo.init(path)
+    repo.commit("t", pa.table({"id": [1, 2], "qty": [1, 2], "note": ["a", "b"]}), key=["id"])
+    repo.branch("narrow")
+    narrow = pa.table({"id": [1, 2], "qty": [9, 2]})
+    repo.commit("t", narrow, mode="overwrite", allow_schema_change=True, branch="narrow")
+    repo.commit("t", pa.table({"id": [3], "qty": [3], "note": ["c"]}), mode="upsert")
+    head = repo.resolve("main")
+    with pytest.raises(tablepin.BadInput) as e:
+        repo.merge("narrow")
+    said = str(e.value)
+    assert "not columns dropped or retyped" in said, said
+    assert 'keep one side\'s table with tables={"t": "ours"} or tables={"t": "theirs"}' in said, said
+    assert "--" not in said, said
+    assert repo.resolve("main") == head
+    out = cli(tmp_path, "--repo", path, "merge", "narrow", ok=False)
+    assert out.returncode == 2, out.stderr
+    assert "keep one side's table with --ours=t or --theirs=t" in out.stderr, out.stderr
+    assert repo.resolve("main") == head
+    m = repo.merge("narrow", tables={"t": "theirs"})
+    assert m.outcome == "merged"
+    assert repo.read("t").sort_by("id") == narrow
+
+
 def test_merge_and_revert_on_the_command_line_report_json_and_write_conflicts(tmp_path):
     import pyarrow.parquet as pq
 

@@ -163,6 +163,7 @@ impl Words for Flags {
             }
             Fix::RestoreBranch { name } => format!("`tablepin branch --restore {name}`"),
             Fix::DeleteTag { name } => format!("`tablepin tag --delete {name}`"),
+            Fix::KeepSide { table } => format!("--ours={table} or --theirs={table}"),
             Fix::Verify => "`tablepin verify`".into(),
             Fix::Log => "`tablepin log`".into(),
             Fix::Tags => "`tablepin tag --list`".into(),

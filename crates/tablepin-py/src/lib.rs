@@ -198,6 +198,9 @@ impl Words for Arguments {
             } => format!("repo.branch({name:?}, rev)"),
             Fix::RestoreBranch { name } => format!("repo.restore_branch({name:?})"),
             Fix::DeleteTag { name } => format!("repo.delete_tag({name:?})"),
+            Fix::KeepSide { table } => {
+                format!("tables={{{table:?}: \"ours\"}} or tables={{{table:?}: \"theirs\"}}")
+            }
             Fix::Verify => "repo.verify()".into(),
             Fix::Log => "repo.log()".into(),
             Fix::Tags => "repo.tags()".into(),

@@ -462,8 +462,25 @@ async fn a_column_added_on_one_side_merges_and_a_dropped_one_is_refused() {
         e.to_string().contains("not columns dropped or retyped"),
         "{e}"
     );
-    assert!(e.to_string().contains("--theirs=t"), "{e}");
+    assert_eq!(
+        e.way_out(),
+        vec![tablepin::Fix::KeepSide { table: "t".into() }],
+        "{e}"
+    );
+    assert!(e.to_string().contains("Strategy::Theirs"), "{e}");
     assert_eq!(repo.resolve("main").await.unwrap(), head);
+    // The way out it names: theirs' table, whole.
+    let theirs = MergeOptions {
+        table_strategy: BTreeMap::from([("t".to_string(), Side::Theirs)]),
+        ..MergeOptions::default()
+    };
+    let m = repo.merge("narrow", &theirs).await.unwrap();
+    assert_eq!(m.outcome, MergeOutcome::Merged);
+    let narrow = repo.resolve("narrow").await.unwrap();
+    assert_eq!(
+        table_t(&repo, m.version.unwrap()).await,
+        table_t(&repo, narrow).await
+    );
 }
 
 /// Table "t"'s snapshot in a version.

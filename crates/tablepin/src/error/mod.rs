@@ -312,6 +312,26 @@ pub enum Error {
         /// What would be left unprotected.
         what: String,
     },
+    /// A table a merge cannot settle row by row: one side dropped it, the
+    /// sides' keys or columns do not fit together, or a resolution lacks
+    /// rows.
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
+    Unmergeable {
+        /// The table.
+        table: String,
+        /// Why, as a clause ("table 't' cannot be merged: ours dropped it
+        /// and theirs changed it").
+        why: String,
+    },
+    /// A person's resolution of a merge's conflicts that lacks the row of
+    /// a conflicting key.
+    #[error("{}", self.say_fixed(&Library).unwrap_or_default())]
+    ResolutionShort {
+        /// The table.
+        table: String,
+        /// The key, as text.
+        key: String,
+    },
     /// A ref that does not exist.
     #[error("{kind} '{name}' does not exist{hint}")]
     UnknownRef {
@@ -483,6 +503,8 @@ impl Error {
             | E::TagAndBranch { .. }
             | E::InvalidName { .. }
             | E::InvalidArgument(_)
+            | E::Unmergeable { .. }
+            | E::ResolutionShort { .. }
             | E::AmbiguousRev { .. }
             | E::PlanPredicate { .. }
             | E::PlanInput { .. }

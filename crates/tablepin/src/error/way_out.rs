@@ -74,6 +74,12 @@ pub enum Fix {
         /// The tag.
         name: String,
     },
+    /// Settle a table of a merge for one side: its rows where keys
+    /// conflict, its table whole where the sides' tables do not merge.
+    KeepSide {
+        /// The table.
+        table: String,
+    },
     /// Check every blob, ref and version of the repository.
     Verify,
     /// List a branch's versions.
@@ -154,6 +160,9 @@ impl Words for Library {
             Fix::Branch { .. } => "Refs::create".into(),
             Fix::RestoreBranch { .. } => "Refs::restore".into(),
             Fix::DeleteTag { .. } => "Refs::delete".into(),
+            Fix::KeepSide { table } => format!(
+                "MergeOptions::table_strategy[\"{table}\"] = Strategy::Ours or Strategy::Theirs"
+            ),
             Fix::Verify => "Repo::verify".into(),
             Fix::Log => "Repo::log".into(),
             Fix::Tags => "Refs::list".into(),
@@ -329,6 +338,18 @@ impl Error {
                 "{reason}; deleting it leaves {what} for gc to expire. {} to delete it anyway (branch '{name}' stays restorable with {})",
                 capitalized(w.take(&Fix::Force)),
                 w.name(&Fix::RestoreBranch { name: name.clone() })
+            ),
+            E::Unmergeable { table, why } => format!(
+                "{why}; keep one side's table with {}",
+                w.offer(&Fix::KeepSide {
+                    table: table.clone()
+                })
+            ),
+            E::ResolutionShort { table, key } => format!(
+                "the resolution of table '{table}' has no row for conflicting key ({key}): give the row each conflicting key should have, or leave the resolution out and settle the table's conflicts with {}",
+                w.offer(&Fix::KeepSide {
+                    table: table.clone()
+                })
             ),
             E::TagAndBranch { rev, tag, branch } => format!(
                 "'{rev}' names both a tag (at {tag}) and a branch (at {branch}); rename one of them ({} and tag again under another name)",
@@ -549,6 +570,14 @@ mod tests {
                 name: s(),
                 reason: s(),
                 what: s(),
+            },
+            Error::Unmergeable {
+                table: s(),
+                why: s(),
+            },
+            Error::ResolutionShort {
+                table: s(),
+                key: s(),
             },
             Error::KeptBlobsDamaged {
                 first: s(),

@@ -420,10 +420,10 @@ pub(crate) fn check_resolution(
         )));
     }
     if let Some((_, b, at)) = located.iter().find(|(k, ..)| wanted.get(k) == Some(&false)) {
-        return Err(Error::InvalidArgument(format!(
-            "the resolution of table '{table}' has no row for conflicting key ({}): give the row each conflicting key should have, or settle the table with --ours or --theirs",
-            keys::key_text(b, key, *at)
-        )));
+        return Err(Error::ResolutionShort {
+            table: table.to_string(),
+            key: keys::key_text(b, key, *at),
+        });
     }
     Ok(())
 }

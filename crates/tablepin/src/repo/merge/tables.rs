@@ -49,9 +49,10 @@ impl Repo {
             } else {
                 "theirs dropped it and ours changed it"
             };
-            return Err(Error::InvalidArgument(format!(
-                "table '{name}' cannot be merged: {which}; keep one side's table with --ours={name} or --theirs={name}"
-            )));
+            return Err(Error::Unmergeable {
+                table: name.to_string(),
+                why: format!("table '{name}' cannot be merged: {which}"),
+            });
         };
         let os = self.load_snapshot(&ours, name, &o_id).await?;
         let ts = self.load_snapshot(&theirs, name, &t_id).await?;
@@ -59,7 +60,20 @@ impl Repo {
             (Some(bv), Some(b)) => self.load_snapshot(&bv, name, &b).await?,
             _ => empty_like(&os),
         };
-        let schema = merged_schema(name, &bs, &os, &ts)?;
+        let schema = match (merged_schema(name, &bs, &os, &ts), strategy) {
+            (Ok(schema), _) => schema,
+            // Tables that do not merge by rows: the side asked for, whole.
+            (Err(Error::Unmergeable { .. }), Some(Strategy::Ours)) => {
+                report.how = "ours";
+                return Ok((Merged::Take(Some(o_id)), report));
+            }
+            (Err(Error::Unmergeable { .. }), Some(Strategy::Theirs)) => {
+                report.how = "theirs";
+                (report.rows, report.content_hash) = (Some(ts.rows), Some(ts.content_hash));
+                return Ok((Merged::Take(Some(t_id)), report));
+            }
+            (Err(e), _) => return Err(e),
+        };
         let (staged, counts) = self
             .merge_snapshots(
                 name,
@@ -405,18 +419,21 @@ pub(crate) fn merged_schema(
     ours: &TableSnapshot,
     theirs: &TableSnapshot,
 ) -> Result<SchemaRef> {
-    let keep = format!("keep one side's table with --ours={table} or --theirs={table}");
+    let unmergeable = |why: String| Error::Unmergeable {
+        table: table.to_string(),
+        why: format!("table '{table}' cannot be merged: {why}"),
+    };
     if ours.key != theirs.key || base.key != ours.key {
-        return Err(Error::InvalidArgument(format!(
-            "table '{table}' cannot be merged: its key is ({}) on this branch and ({}) on the merged side; {keep}",
+        return Err(unmergeable(format!(
+            "its key is ({}) on this branch and ({}) on the merged side",
             ours.key.join(", "),
             theirs.key.join(", ")
         )));
     }
     let cols = |s: &TableSnapshot| crate::table::columns_line(&s.schema);
     let refuse = || {
-        Error::InvalidArgument(format!(
-            "table '{table}' cannot be merged: both sides changed its rows and their columns do not fit together (base: {}; this branch: {}; merged side: {}): a merge takes columns added on either side, not columns dropped or retyped; give both sides the same columns first, or {keep}",
+        unmergeable(format!(
+            "both sides changed its rows and their columns do not fit together (base: {}; this branch: {}; merged side: {}): a merge takes columns added on either side, not columns dropped or retyped; give both sides the same columns first",
             cols(base),
             cols(ours),
             cols(theirs)
