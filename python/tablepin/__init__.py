@@ -17,7 +17,6 @@ every call that does I/O releases the GIL.
 from __future__ import annotations
 
 import datetime as _dt
-import json as _json
 import os as _os
 from typing import Any, Iterator, Sequence
 
@@ -150,7 +149,7 @@ class Scan:
         read): `files` read and `files_skipped` (their key range or
         statistics ruled the filter out), `bytes` fetched, `rows`
         returned, `rows_decoded`."""
-        return _json.loads(self._handle.stats())
+        return self._handle.stats()
 
     @property
     def schema(self) -> _pa.Schema:
@@ -187,7 +186,7 @@ class GcPlan:
 
     def __init__(self, plan: Any):
         self._plan = plan
-        raw = _json.loads(plan.json)
+        raw = plan.raw
         self.raw: dict[str, Any] = raw
         self.versions_kept: int = len(raw["versions_kept"])
         self.versions_expired: int = len(raw["versions_expired"])
@@ -200,7 +199,7 @@ class GcPlan:
     def apply(self) -> GcReport:
         """Deletes what the plan found: the expired versions' blobs no kept
         version needs."""
-        r = _json.loads(self._plan.apply())
+        r = self._plan.apply()
         return GcReport(
             r["blobs_deleted"], r["bytes_freed"], r["blobs_spared"], r["tombstones"],
             r["leftovers_deleted"], r,
@@ -219,7 +218,7 @@ class ErasePlan:
 
     def __init__(self, plan: Any):
         self._plan = plan
-        raw = _json.loads(plan.json)
+        raw = plan.raw
         self.raw: dict[str, Any] = raw
         self.table: str = raw["table"]
         self.reason: str = raw["reason"]
@@ -237,7 +236,7 @@ class ErasePlan:
 
     def apply(self) -> EraseReport:
         """Erases the rows physically and writes the audit record."""
-        r = _json.loads(self._plan.apply())
+        r = self._plan.apply()
         a = r["audit"]
         return EraseReport(a["seq"], a["blobs_deleted"], a["bytes_written"], r["seconds"], r)
 
@@ -321,7 +320,7 @@ class Repo:
             whole,
             list(files) if files is not None else None,
         )
-        return Scan(reader, _json.loads(meta), handle)
+        return Scan(reader, meta, handle)
 
     def schema(self, table: str, rev: str = "main") -> _pa.Schema:
         """The schema of `table` at `rev` (reads no rows): give it to
@@ -387,7 +386,7 @@ class Repo:
         CLI's `--stats` counts them: `get`, `head`, `put`, `list`,
         `delete`, `copy`, `bytes_read`, `bytes_written` and the rest
         (docs/json.md)."""
-        return _json.loads(self._repo.requests())
+        return self._repo.requests()
 
     # Writes
 
@@ -452,7 +451,7 @@ class Repo:
             create_branch=create_branch, window_rows=window_rows,
             allow_empty=allow_empty,
         )
-        return Version._from(_json.loads(out))
+        return Version._from(out)
 
     def stage(
         self,
@@ -501,7 +500,7 @@ class Repo:
         out = self._repo.commit(
             table, staged=list(staged), mode=mode, message=message, branch=branch
         )
-        return Version._from(_json.loads(out))
+        return Version._from(out)
 
     # Comparing and restoring
 
@@ -510,7 +509,7 @@ class Repo:
         and modified (unkeyed: rows only one side has), with the differing
         rows as a pyarrow.Table. Reads only what the versions do not share."""
         return [
-            TableDiff._from(_json.loads(meta), rows.read_all())
+            TableDiff._from(meta, rows.read_all())
             for meta, rows in self._repo.diff(old, new, table)
         ]
 
@@ -527,7 +526,7 @@ class Repo:
     ) -> Restored:
         """A new version on `branch` whose tables (or `table` only) are those
         of `rev`; no data is copied."""
-        return Restored._from(_json.loads(self._repo.restore(rev, table, message, branch)))
+        return Restored._from(self._repo.restore(rev, table, message, branch))
 
     def merge(
         self,
@@ -563,7 +562,7 @@ class Repo:
     def _merge(self, source, into, strategy, tables, resolved, message, revert) -> Merged:
         streams = {t: _arrow_stream(d) for t, d in (resolved or {}).items()}
         meta, conflicts = self._repo.merge(source, into, strategy, tables, streams, message, revert)
-        return Merged._from(_json.loads(meta), {t: r.read_all() for t, r in conflicts})
+        return Merged._from(meta, {t: r.read_all() for t, r in conflicts})
 
     def export_delta(
         self,
@@ -585,7 +584,7 @@ class Repo:
         file a deletion vector touches is written again without the rows it
         hides, the rest linked as always."""
         return DeltaView._from(
-            _json.loads(self._repo.export_delta(rev, table, _os.fspath(path), history, deletion_vectors))
+            self._repo.export_delta(rev, table, _os.fspath(path), history, deletion_vectors)
         )
 
     # History and refs
@@ -593,11 +592,11 @@ class Repo:
     def log(self, branch: str | None = None, max: int | None = None, table: str | None = None) -> list[LogEntry]:
         """A branch's versions, newest first; `table` keeps those that changed it."""
         out = self._repo.log(branch or "main", max, table)
-        return [LogEntry._from(e) for e in _json.loads(out)]
+        return [LogEntry._from(e) for e in out]
 
     def show(self, rev: str = "main") -> VersionInfo:
         """A version: its record and each table's rows, content hash and columns."""
-        return VersionInfo._from(_json.loads(self._repo.show(rev)))
+        return VersionInfo._from(self._repo.show(rev))
 
     def resolve(self, rev: str) -> str:
         """The full version id `rev` names."""
@@ -605,14 +604,14 @@ class Repo:
 
     def tags(self) -> list[Ref]:
         """Every tag, with the version it names and its message."""
-        return [Ref._from("tag", r) for r in _json.loads(self._repo.refs("tag"))]
+        return [Ref._from("tag", r) for r in self._repo.refs("tag")]
 
     def branches(self) -> list[Ref]:
         """Every branch, with its head."""
-        return [Ref._from("branch", r) for r in _json.loads(self._repo.refs("branch"))]
+        return [Ref._from("branch", r) for r in self._repo.refs("branch")]
 
     def _ref(self, kind: str, name: str) -> Ref:
-        for r in _json.loads(self._repo.refs(kind)):
+        for r in self._repo.refs(kind):
             if r["name"] == name:
                 return Ref._from(kind, r)
         raise InternalError(f"{kind} '{name}' was made but is not listed")
@@ -645,11 +644,11 @@ class Repo:
 
     def verify(self) -> VerifyReport:
         """Reads and checks every blob, ref, version and content hash."""
-        return VerifyReport._from(_json.loads(self._repo.verify()))
+        return VerifyReport._from(self._repo.verify())
 
     def verify_erased(self) -> ErasedCheck:
         """Checks that no stored data file holds a row an erasure removed."""
-        return ErasedCheck._from(_json.loads(self._repo.verify_erased()))
+        return ErasedCheck._from(self._repo.verify_erased())
 
     def gc(
         self,
@@ -677,4 +676,4 @@ class Repo:
     def audit(self) -> list[AuditRecord]:
         """The erasures' audit records, oldest first (times as UTC
         `datetime`s, as everywhere in this package)."""
-        return [AuditRecord._from(r) for r in _json.loads(self._repo.audit())]
+        return [AuditRecord._from(r) for r in self._repo.audit()]

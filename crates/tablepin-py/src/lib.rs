@@ -3,9 +3,11 @@
 //!
 //! Rows cross the boundary as Arrow C streams (arrow-pyarrow's
 //! conversions; no column buffer is copied). Everything else crosses as
-//! JSON of the engine's own `Serialize` types, which the pure-Python layer
-//! (`python/tablepin/`) turns into small typed objects: the binding stays
-//! one function per engine call, and the shapes are those `--json` prints.
+//! Python dicts and lists made from the engine's own `Serialize` types
+//! (`pythonize`), which the pure-Python layer (`python/tablepin/`) turns
+//! into small typed objects: the binding stays one function per engine
+//! call, and the shapes are those `--json` prints. A staged commit's
+//! description alone is JSON text, made to travel between processes.
 //! Every call that does I/O releases the GIL while it runs.
 
 use std::sync::{Arc, Mutex};
@@ -321,14 +323,14 @@ impl ScanHandle {
 
 #[pymethods]
 impl ScanHandle {
-    /// The counts so far (JSON): files read and skipped, bytes, rows.
-    fn stats(&self) -> PyResult<String> {
+    /// The counts so far (a dict): files read and skipped, bytes, rows.
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let stats = self
             .stats
             .lock()
             .map_err(|_| internal("the scan's counts", "a reader thread failed"))?
             .clone();
-        json(&stats)
+        answer(py, &stats)
     }
 
     /// Raises the engine error that ended the stream, if one did.
@@ -389,8 +391,12 @@ fn run<T: Send>(
     py.detach(|| rt.block_on(f)).map_err(err)
 }
 
-fn json(v: &impl Serialize) -> PyResult<String> {
-    serde_json::to_string(v).map_err(|e| internal("cannot encode the answer as JSON", e))
+/// An answer as Python values (dicts, lists, strings and numbers, as
+/// `json.loads` of its JSON would give), made from the Rust type itself.
+fn answer(py: Python<'_>, v: &impl Serialize) -> PyResult<Py<PyAny>> {
+    pythonize::pythonize(py, v)
+        .map(Bound::unbind)
+        .map_err(|e| internal("cannot hand the answer to Python", e))
 }
 
 /// Reads every batch of an Arrow C stream, as views and dictionaries
@@ -428,6 +434,9 @@ fn mode(name: &str) -> PyResult<Mode> {
 /// Rows handed to Python as an Arrow C stream.
 type RowStream = PyArrowType<Box<dyn RecordBatchReader + Send>>;
 
+/// Streams by table name.
+type TableStreams = Vec<(String, RowStream)>;
+
 /// The side that settles conflicts, by name.
 fn side(name: &str) -> PyResult<tablepin::Strategy> {
     match name {
@@ -451,8 +460,9 @@ struct PyRepo {
 struct PyGcPlan {
     repo: Arc<Repo>,
     plan: Mutex<Option<GcPlan>>,
+    /// The plan's fields, as Python values.
     #[pyo3(get)]
-    json: String,
+    raw: Py<PyAny>,
 }
 
 /// An erasure plan, applied at most once.
@@ -460,8 +470,9 @@ struct PyGcPlan {
 struct PyErasePlan {
     repo: Arc<Repo>,
     plan: Mutex<Option<ErasePlan>>,
+    /// The plan's fields, as Python values.
     #[pyo3(get)]
-    json: String,
+    raw: Py<PyAny>,
 }
 
 /// Takes a plan out of its slot, once.
@@ -476,21 +487,24 @@ fn take<T>(slot: &Mutex<Option<T>>) -> PyResult<T> {
 
 #[pymethods]
 impl PyGcPlan {
-    /// Deletes what the plan found; the report as JSON.
-    fn apply(&self, py: Python<'_>) -> PyResult<String> {
+    /// Deletes what the plan found; the report as a dict.
+    fn apply(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let plan = take(&self.plan)?;
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.gc().apply(plan).await })?)
+        answer(py, &run(py, async move { repo.gc().apply(plan).await })?)
     }
 }
 
 #[pymethods]
 impl PyErasePlan {
-    /// Erases what the plan found; the report as JSON.
-    fn apply(&self, py: Python<'_>) -> PyResult<String> {
+    /// Erases what the plan found; the report as a dict.
+    fn apply(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let plan = take(&self.plan)?;
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.erasure().apply(plan).await })?)
+        answer(
+            py,
+            &run(py, async move { repo.erasure().apply(plan).await })?,
+        )
     }
 }
 
@@ -537,7 +551,7 @@ impl PyRepo {
         self.location.clone()
     }
 
-    /// The rows asked for, what the scan is of (JSON) and a handle on its
+    /// The rows asked for, what the scan is of (a dict) and a handle on its
     /// counts and its failure. `whole`: read at once by the planner that
     /// merges a keyed table's files on every core. Else a stream pulled
     /// batch by batch: files whose key range or statistics rule out the
@@ -559,7 +573,7 @@ impl PyRepo {
         files: Option<Vec<usize>>,
     ) -> PyResult<(
         PyArrowType<Box<dyn RecordBatchReader + Send>>,
-        String,
+        Py<PyAny>,
         ScanHandle,
     )> {
         let repo = self.repo.clone();
@@ -577,7 +591,11 @@ impl PyRepo {
             })?;
             let meta = scan_meta(&rev, &read.version, &read.snapshot, replaced);
             let handle = ScanHandle::done(read.stats);
-            return Ok((stream(read.schema, read.batches), json(&meta)?, handle));
+            return Ok((
+                stream(read.schema, read.batches),
+                answer(py, &meta)?,
+                handle,
+            ));
         }
         let (s, replaced) = run(py, async move {
             let at = repo.snapshot(&at).await?;
@@ -593,19 +611,19 @@ impl PyRepo {
             rows: Some(s.rows),
             failed: handle.failed.clone(),
         };
-        Ok((PyArrowType(Box::new(reader)), json(&meta)?, handle))
+        Ok((PyArrowType(Box::new(reader)), answer(py, &meta)?, handle))
     }
 
-    /// The store's requests so far, as `--stats` counts them (JSON).
-    fn requests(&self) -> PyResult<String> {
-        json(&self.repo.store().requests())
+    /// The store's requests so far, as `--stats` counts them (a dict).
+    fn requests(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        answer(py, &self.repo.store().requests())
     }
 
     /// Commits rows given as an Arrow C stream, the Parquet, Arrow IPC or
     /// CSV file at `path` (read a window of `window_rows` rows at a time
     /// where it streams, `Input::Stream`), or the data files other
     /// processes staged (`staged`: their JSON descriptions); what the
-    /// commit did (JSON). Every argument after the table by keyword.
+    /// commit did (a dict). Every argument after the table by keyword.
     #[pyo3(signature = (table, *, data=None, path=None, staged=None, mode="overwrite", key=None, message=String::new(), branch=None, allow_schema_change=false, cast=false, create_branch=false, window_rows=None, allow_empty=false))]
     #[allow(clippy::too_many_arguments)]
     fn commit(
@@ -624,7 +642,7 @@ impl PyRepo {
         create_branch: bool,
         window_rows: Option<usize>,
         allow_empty: bool,
-    ) -> PyResult<String> {
+    ) -> PyResult<Py<PyAny>> {
         let opts = CommitOptions {
             mode: self::mode(mode)?,
             key,
@@ -675,7 +693,7 @@ impl PyRepo {
                 ))
             }
         };
-        json(&done)
+        answer(py, &done)
     }
 
     /// Writes rows (an Arrow C stream) as data files of `table` for a
@@ -705,7 +723,7 @@ impl PyRepo {
         staged.to_json().map_err(err)
     }
 
-    /// What differs between two revisions: per table, its facts (JSON) and
+    /// What differs between two revisions: per table, its facts (a dict) and
     /// its differing rows (a stream).
     #[pyo3(signature = (old, new, table=None))]
     #[allow(clippy::type_complexity)]
@@ -715,7 +733,7 @@ impl PyRepo {
         old: String,
         new: String,
         table: Option<String>,
-    ) -> PyResult<Vec<(String, PyArrowType<Box<dyn RecordBatchReader + Send>>)>> {
+    ) -> PyResult<Vec<(Py<PyAny>, PyArrowType<Box<dyn RecordBatchReader + Send>>)>> {
         let repo = self.repo.clone();
         let d = run(
             py,
@@ -728,25 +746,21 @@ impl PyRepo {
                     serde_json::to_value(&t).map_err(|e| internal("encoding a diff", e))?;
                 meta["old"] = serde_json::json!(d.old);
                 meta["new"] = serde_json::json!(d.new);
-                Ok((json(&meta)?, stream(t.rows.schema(), vec![t.rows])))
+                Ok((answer(py, &meta)?, stream(t.rows.schema(), vec![t.rows])))
             })
             .collect()
     }
 
     /// A read-only SQL query over any table at any version: the rows (a
-    /// stream) and which versions were read (JSON).
-    fn sql(
-        &self,
-        py: Python<'_>,
-        query: String,
-    ) -> PyResult<(PyArrowType<Box<dyn RecordBatchReader + Send>>, String)> {
+    /// stream) and which versions were read (a dict).
+    fn sql(&self, py: Python<'_>, query: String) -> PyResult<(RowStream, Py<PyAny>)> {
         let repo = self.repo.clone();
         let r = run(py, async move { repo.sql(&query).await })?;
-        let meta = json(&r)?;
+        let meta = answer(py, &r)?;
         Ok((stream(r.schema, r.batches), meta))
     }
 
-    /// A new version on `branch` with the tables of `rev` (JSON).
+    /// A new version on `branch` with the tables of `rev` (a dict).
     #[pyo3(signature = (rev, table=None, message=None, branch=None))]
     fn restore(
         &self,
@@ -755,7 +769,7 @@ impl PyRepo {
         table: Option<String>,
         message: Option<String>,
         branch: Option<String>,
-    ) -> PyResult<String> {
+    ) -> PyResult<Py<PyAny>> {
         let opts = RestoreOptions {
             branch: branch.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
             table,
@@ -763,11 +777,14 @@ impl PyRepo {
             ..Default::default()
         };
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.restore(&rev, &opts).await })?)
+        answer(
+            py,
+            &run(py, async move { repo.restore(&rev, &opts).await })?,
+        )
     }
 
     /// Merges `source` into `into` (or, with `revert`, undoes the version
-    /// `source` on `into`): the result (JSON) and each table's conflicts
+    /// `source` on `into`): the result (a dict) and each table's conflicts
     /// (a stream of rows, by table).
     #[pyo3(signature = (source, into=None, strategy=None, tables=None, resolved=None, message=None, revert=false))]
     #[allow(clippy::too_many_arguments)]
@@ -781,7 +798,7 @@ impl PyRepo {
         resolved: Option<std::collections::BTreeMap<String, PyArrowType<ArrowArrayStreamReader>>>,
         message: Option<String>,
         revert: bool,
-    ) -> PyResult<(String, Vec<(String, RowStream)>)> {
+    ) -> PyResult<(Py<PyAny>, TableStreams)> {
         let mut opts = tablepin::MergeOptions {
             into: into.unwrap_or_else(|| tablepin::DEFAULT_BRANCH.into()),
             strategy: strategy.as_deref().map(side).transpose()?,
@@ -809,12 +826,12 @@ impl PyRepo {
                 Some((t.table.clone(), stream(rows.schema(), vec![rows])))
             })
             .collect();
-        Ok((json(&r)?, conflicts))
+        Ok((answer(py, &r)?, conflicts))
     }
 
     /// Writes a Delta Lake view of `table` at `rev` (or, with `history`,
     /// at each version along its first parents) into the new folder
-    /// `path`; what was written (JSON).
+    /// `path`; what was written (a dict).
     #[pyo3(signature = (rev, table, path, history=false, deletion_vectors=true))]
     fn export_delta(
         &self,
@@ -824,18 +841,21 @@ impl PyRepo {
         path: String,
         history: bool,
         deletion_vectors: bool,
-    ) -> PyResult<String> {
+    ) -> PyResult<Py<PyAny>> {
         let repo = self.repo.clone();
         let opts = tablepin::delta::DeltaOptions {
             history,
             deletion_vectors,
         };
-        json(&run(py, async move {
-            repo.export_delta(&rev, &table, &path, &opts).await
-        })?)
+        answer(
+            py,
+            &run(py, async move {
+                repo.export_delta(&rev, &table, &path, &opts).await
+            })?,
+        )
     }
 
-    /// A branch's versions, newest first (JSON).
+    /// A branch's versions, newest first (a list of dicts).
     #[pyo3(signature = (branch, max=None, table=None))]
     fn log(
         &self,
@@ -843,24 +863,27 @@ impl PyRepo {
         branch: String,
         max: Option<usize>,
         table: Option<String>,
-    ) -> PyResult<String> {
+    ) -> PyResult<Py<PyAny>> {
         let repo = self.repo.clone();
-        json(&run(py, async move {
-            repo.log(
-                &branch,
-                &LogOptions {
-                    max,
-                    table,
-                    all_parents: false,
-                },
-            )
-            .await
-        })?)
+        answer(
+            py,
+            &run(py, async move {
+                repo.log(
+                    &branch,
+                    &LogOptions {
+                        max,
+                        table,
+                        all_parents: false,
+                    },
+                )
+                .await
+            })?,
+        )
     }
 
     /// A version: its record, each table's snapshot facts, and the note
-    /// when an erasure replaced it (JSON).
-    fn show(&self, py: Python<'_>, rev: String) -> PyResult<String> {
+    /// when an erasure replaced it (a dict).
+    fn show(&self, py: Python<'_>, rev: String) -> PyResult<Py<PyAny>> {
         let repo = self.repo.clone();
         let v = run(py, async move {
             let at = repo.snapshot(&rev).await?;
@@ -883,14 +906,14 @@ impl PyRepo {
                 "tables": tables, "replaced": replaced,
             }))
         })?;
-        json(&v)
+        answer(py, &v)
     }
 
-    /// The branches or tags (JSON).
-    fn refs(&self, py: Python<'_>, kind: &str) -> PyResult<String> {
+    /// The branches or tags (a list of dicts).
+    fn refs(&self, py: Python<'_>, kind: &str) -> PyResult<Py<PyAny>> {
         let kind = ref_kind(kind)?;
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.refs().list(kind).await })?)
+        answer(py, &run(py, async move { repo.refs().list(kind).await })?)
     }
 
     /// Creates a branch or tag at a revision; the version it names.
@@ -941,24 +964,25 @@ impl PyRepo {
         Ok(run(py, async move { repo.resolve(&rev).await })?.to_string())
     }
 
-    /// Checks every blob, ref, version and snapshot (JSON report).
-    fn verify(&self, py: Python<'_>) -> PyResult<String> {
+    /// Checks every blob, ref, version and snapshot (a dict).
+    fn verify(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.verify(&NoProgress).await })?)
+        answer(py, &run(py, async move { repo.verify(&NoProgress).await })?)
     }
 
-    /// Checks that no stored blob holds a row an erasure removed (JSON).
-    fn verify_erased(&self, py: Python<'_>) -> PyResult<String> {
+    /// Checks that no stored blob holds a row an erasure removed (a dict).
+    fn verify_erased(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let repo = self.repo.clone();
-        json(&run(py, async move {
-            repo.erasure().verify(&NoProgress).await
-        })?)
+        answer(
+            py,
+            &run(py, async move { repo.erasure().verify(&NoProgress).await })?,
+        )
     }
 
-    /// The erasures' audit records (JSON).
-    fn audit(&self, py: Python<'_>) -> PyResult<String> {
+    /// The erasures' audit records (a list of dicts).
+    fn audit(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let repo = self.repo.clone();
-        json(&run(py, async move { repo.erasure().audit().await })?)
+        answer(py, &run(py, async move { repo.erasure().audit().await })?)
     }
 
     /// What retention would delete, as a plan to apply.
@@ -984,7 +1008,7 @@ impl PyRepo {
         let plan = run(py, async move { repo.gc().plan(&policy).await })?;
         Ok(PyGcPlan {
             repo: self.repo.clone(),
-            json: json(&plan)?,
+            raw: answer(py, &plan)?,
             plan: Mutex::new(Some(plan)),
         })
     }
@@ -1006,7 +1030,7 @@ impl PyRepo {
         let plan = run(py, async move { repo.erasure().plan(&opts).await })?;
         Ok(PyErasePlan {
             repo: self.repo.clone(),
-            json: json(&plan)?,
+            raw: answer(py, &plan)?,
             plan: Mutex::new(Some(plan)),
         })
     }
