@@ -130,3 +130,30 @@ fn the_compatibility_table_lists_every_fixture_and_init_writes_the_newest() {
         fixtures.last().map(|&n| u64::from(n))
     );
 }
+
+/// A repository a newer tablepin made (its config's format past this
+/// build's) is refused before anything is read or written, by reads and
+/// writes alike, naming the config and the way out: this build would
+/// otherwise write versions of its own format among the newer one's.
+#[test]
+fn a_repository_of_a_newer_format_is_refused_and_left_unchanged() {
+    let p = Project::new();
+    let input = p.write("a.csv", "id,v\n1,2\n");
+    p.run(&["commit", "t", &input, "--key", "id"]).ok();
+    let path = p.file(".tablepin/meta/config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let newer = config["format"].as_u64().unwrap() + 1;
+    config["format"] = newer.into();
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    let said = format!("the repository (meta/config.json) has format {newer}");
+    for args in [
+        &["log"][..],
+        &["cat", "main", "t"],
+        &["commit", "t", &input, "--mode", "upsert"],
+        &["tag", "t1"],
+    ] {
+        let r = p.fails_unchanged(args, 5, &said);
+        assert!(r.stderr.contains("upgrade tablepin"), "{}", r.stderr);
+    }
+}

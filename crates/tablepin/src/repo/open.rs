@@ -144,6 +144,15 @@ impl Repo {
                 source,
             })
         })?;
+        // A newer tablepin's repository may hold what this one cannot read
+        // and would write what that one does not expect: refused at once,
+        // before any read or write.
+        if config.format > FORMAT_VERSION {
+            return Err(Error::Format(tablepin_format::FormatError::TooNew {
+                what: "the repository (meta/config.json)",
+                found: config.format,
+            }));
+        }
         Ok(Repo {
             store: Arc::new(store),
             config,
