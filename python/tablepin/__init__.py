@@ -32,7 +32,7 @@ from ._tablepin import (
     NotFound,
     StorageError,
 )
-from ._parts import DataFile, Part, Split, balanced as _balanced
+from ._parts import DataFile, Part, Split, parts_of as _parts_of
 from ._types import (
     AuditMovedRef,
     AuditRecord,
@@ -359,27 +359,10 @@ class Repo:
             raise BadInput(f"parts is a number of parts, 1 or more, not {parts}")
         head = self.scan(table, rev, columns, filter, limit=0)
         cols = tuple(columns) if columns is not None else None
-        cut = _balanced(head.files, parts if parts is not None else len(head.files))
-        return Split(
-            rev,
-            head.version,
-            head.rows,
-            head.content_hash,
-            head.schema,
-            tuple(
-                Part(
-                    self.location,
-                    table,
-                    head.version,
-                    tuple(f.index for f in p),
-                    sum(f.rows for f in p),
-                    sum(f.bytes for f in p),
-                    cols,
-                    filter,
-                )
-                for p in cut
-            ),
-        )
+        like = Part(self.location, table, head.version, (), 0, 0, cols, filter)
+        files = tuple(head.files)
+        cut = _parts_of(like, files, parts if parts is not None else len(files))
+        return Split(rev, head.version, head.rows, head.content_hash, head.schema, cut, files)
 
     def requests(self) -> dict[str, int]:
         """The requests this `Repo` has made of its store so far, as the

@@ -13,7 +13,7 @@ driver planned.
 from __future__ import annotations
 
 import os as _os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import pyarrow as _pa
@@ -85,6 +85,33 @@ class Split:
     schema: _pa.Schema
     """The schema of the rows the parts give (the columns asked for)."""
     parts: tuple[Part, ...]
+    files: tuple[DataFile, ...] = ()
+    """The version's data files, which the parts share out."""
+
+    def cut(self, parts: int) -> Split:
+        """The same version cut into `parts` parts instead (never more than
+        its files), with no engine call: what a reader that learns its
+        parallelism late (Ray's `get_read_tasks`) asks for."""
+        if parts < 1:
+            from . import BadInput
+
+            raise BadInput(f"parts is a number of parts, 1 or more, not {parts}")
+        like = self.parts[0]
+        return replace(self, parts=parts_of(like, self.files, parts))
+
+
+def parts_of(like: Part, files: Sequence[DataFile], parts: int) -> tuple[Part, ...]:
+    """`files` in `parts` balanced parts (`balanced`), each a `Part` of the
+    repository, table, version, columns and filter of `like`."""
+    return tuple(
+        replace(
+            like,
+            files=tuple(f.index for f in p),
+            rows=sum(f.rows for f in p),
+            bytes=sum(f.bytes for f in p),
+        )
+        for p in balanced(files, parts)
+    )
 
 
 def deal(files: Sequence[DataFile], parts: int) -> list[list[DataFile]]:

@@ -69,9 +69,8 @@ class TableDatasource(_Datasource):
         return sum(p.bytes for p in self.split.parts)
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None) -> list[_ReadTask]:
-        split = self._repo.split(
-            self._table, self.split.version, max(parallelism, 1), columns=self._columns, filter=self._filter
-        )
+        # The version's files are known since __init__: cut them again.
+        split = self.split.cut(max(parallelism, 1))
         return [
             _ReadTask(
                 lambda p=part: _read_part(p),

@@ -32,9 +32,12 @@ def test_a_version_read_by_ray_has_the_engine_s_hash(cluster, generated_1m):
     assert rows.num_rows == head.rows
     assert tablepin.content_hash(rows, head.schema) == head.content_hash
     # The read tasks each take part of the files.
-    source = tablepin.ray.TableDatasource(generated_1m, "sales")
+    source = tablepin.ray.TableDatasource(repo, "sales")
+    before = repo.requests()
     tasks = source.get_read_tasks(4)
     assert len(tasks) == 4 and sum(t.metadata.num_rows for t in tasks) == head.rows
+    # Planned from the files the datasource found: no second look.
+    assert repo.requests() == before
     # A filter is evaluated by the engine in the tasks.
     few = collected(tablepin.ray.read(generated_1m, "sales", columns=["id"], filter="id < 1000"))
     assert sorted(few.column("id").to_pylist()) == list(range(1000))
