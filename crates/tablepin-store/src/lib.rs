@@ -209,7 +209,9 @@ impl StoreStats {
 /// A repository's storage: blobs, refs and documents under one prefix.
 #[derive(Debug)]
 pub struct Store {
-    /// The store as given, under the counting wrapper.
+    /// The store as given, under the counting wrapper (what the `testing`
+    /// layers wrap; a build without them keeps it unread).
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     raw: Arc<dyn ObjectStore>,
     /// What every request goes through: `raw`, counted.
     os: Arc<dyn ObjectStore>,
@@ -372,7 +374,9 @@ impl Store {
     }
 
     /// Sends every request through `wrapper` (around the store), counted.
-    /// Its waits sleep on the runtime, so reads stay on it.
+    /// Its waits sleep on the runtime, so reads stay on it. Only the
+    /// `testing` layers (faults, throttling) use it.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn through(mut self, wrapper: Arc<dyn ObjectStore>) -> Self {
         self.counted = counted::Counted::new(wrapper).traced(self.counted.tracing());
         self.os = Arc::new(self.counted.clone());
