@@ -733,7 +733,7 @@ impl PyRepo {
         old: String,
         new: String,
         table: Option<String>,
-    ) -> PyResult<Vec<(Py<PyAny>, PyArrowType<Box<dyn RecordBatchReader + Send>>)>> {
+    ) -> PyResult<Vec<(Py<PyAny>, RowStream)>> {
         let repo = self.repo.clone();
         let d = run(
             py,

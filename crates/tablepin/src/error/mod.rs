@@ -319,8 +319,7 @@ pub enum Error {
     Unmergeable {
         /// The table.
         table: String,
-        /// Why, as a clause ("table 't' cannot be merged: ours dropped it
-        /// and theirs changed it").
+        /// Why, as a clause ("ours dropped it and theirs changed it").
         why: String,
     },
     /// A person's resolution of a merge's conflicts that lacks the row of

@@ -340,7 +340,7 @@ impl Error {
                 w.name(&Fix::RestoreBranch { name: name.clone() })
             ),
             E::Unmergeable { table, why } => format!(
-                "{why}; keep one side's table with {}",
+                "table '{table}' cannot be merged: {why}; keep one side's table with {}",
                 w.offer(&Fix::KeepSide {
                     table: table.clone()
                 })

@@ -51,7 +51,7 @@ impl Repo {
             };
             return Err(Error::Unmergeable {
                 table: name.to_string(),
-                why: format!("table '{name}' cannot be merged: {which}"),
+                why: which.to_string(),
             });
         };
         let os = self.load_snapshot(&ours, name, &o_id).await?;
@@ -306,14 +306,8 @@ impl Repo {
             (Mode::Append, vec![added])
         } else {
             let own = schema_of(ours);
-            let every = crate::table::scan::ScanRequest {
-                columns: None,
-                filter: None,
-                limit: None,
-                ordered: false,
-                files: None,
-            };
-            let (_, all, _) = crate::table::scan::collect(&self.store, ours, table, &every).await?;
+            let every = crate::table::ScanOptions::default();
+            let (_, all, _) = crate::table::read(&self.store, ours, table, &every).await?;
             let all = concat_batches(&own, &all)
                 .map_err(Error::arrow(format!("reading table '{table}' to merge")))?;
             let all = widen(&all, schema)?;
@@ -421,7 +415,7 @@ pub(crate) fn merged_schema(
 ) -> Result<SchemaRef> {
     let unmergeable = |why: String| Error::Unmergeable {
         table: table.to_string(),
-        why: format!("table '{table}' cannot be merged: {why}"),
+        why,
     };
     if ours.key != theirs.key || base.key != ours.key {
         return Err(unmergeable(format!(
