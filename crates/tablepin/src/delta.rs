@@ -429,8 +429,9 @@ impl Repo {
     }
 
     /// A snapshot's files for a view without deletion vectors: a file a
-    /// deletion vector touches is read (verified), its live rows written
-    /// again as a Parquet file named by its bytes' hash (kept in
+    /// deletion vector touches is read (verified) through the read
+    /// planner's picked reads, its live rows written again as a Parquet
+    /// file in its own schema, named by its bytes' hash (kept in
     /// `rewritten` by path), and named instead of it.
     async fn view_files_rewritten(
         &self,
@@ -438,10 +439,21 @@ impl Repo {
         packs: &mut crate::table::dv::Known,
         rewritten: &mut BTreeMap<String, bytes::Bytes>,
     ) -> Result<Vec<ViewFile>> {
+        use crate::table::scan::{read_picked, Pick, Picked};
         let dvs = crate::table::dv::load_with(self.store(), &s.files, packs).await?;
+        let picked: Vec<Picked> = (s.files.iter().zip(&dvs))
+            .filter_map(|(f, bm)| {
+                bm.as_ref().map(|bm| Picked {
+                    blob: f.data,
+                    schema: None,
+                    rows: Pick::Live(Some(bm.clone())),
+                })
+            })
+            .collect();
+        let mut live = read_picked(self.store(), &picked).await?.into_iter();
         let mut out = Vec::with_capacity(s.files.len());
         for (f, bm) in s.files.iter().zip(dvs) {
-            let Some(bm) = bm else {
+            let Some(read) = bm.and_then(|_| live.next()) else {
                 out.push(ViewFile {
                     blob: f.data,
                     bytes: f.bytes,
@@ -450,12 +462,8 @@ impl Repo {
                 });
                 continue;
             };
-            let bytes = self.store().get_blob(&f.data).await?;
-            let file = crate::table::datafile::DataFile::open(f.data, bytes)?;
-            let schema = file.schema();
-            let live = file.read(&schema, crate::table::datafile::Select::Live(Some(&bm)))?;
-            let bytes = parquet_bytes(&schema, &live)?;
-            let rows: usize = live.iter().map(|b| b.num_rows()).sum();
+            let bytes = parquet_bytes(&read.schema, &read.batches)?;
+            let rows: usize = read.batches.iter().map(|b| b.num_rows()).sum();
             let v = ViewFile {
                 blob: ObjectId::of(&bytes),
                 bytes: bytes.len() as u64,

@@ -14,7 +14,7 @@
 //!
 //! Of a data file both sides have under the same deletion vector, nothing is
 //! read; under different vectors, only the positions one hides and the other
-//! sees (`Select::Positions`); a file only one side has is read live. The
+//! sees (`scan::Pick::Positions`); a file only one side has is read live. The
 //! result equals a diff of both versions read whole (proptest
 //! `a_diff_equals_the_diff_of_both_versions_read_whole`). `restore` writes a
 //! version naming the snapshots of the revision, so it adds no data blob.
@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use tablepin_format::{ObjectId, TableSnapshot};
 use tablepin_store::Store;
 
-use super::datafile::{DataFile, Select};
+use super::scan::{read_picked, Pick, Picked};
 use super::{dv, schema_of};
 use crate::error::{Error, Result};
 
@@ -64,14 +64,7 @@ pub(crate) struct Unshared {
 struct Job {
     blob: ObjectId,
     new_side: bool,
-    rows: Rows,
-}
-
-enum Rows {
-    /// The file's live rows under this deletion vector.
-    Live(Option<RoaringBitmap>),
-    /// These positions (ascending).
-    Positions(Vec<u32>),
+    rows: Pick,
 }
 
 /// Decides which files and positions of two snapshots a diff reads: every
@@ -103,7 +96,7 @@ fn jobs(
         for (i, f) in this.files.iter().enumerate() {
             let mine = this_dvs[i].as_ref().unwrap_or(&empty);
             let rows = match other_index.get(&f.data) {
-                None => Rows::Live(this_dvs[i].clone()),
+                None => Pick::Live(this_dvs[i].clone()),
                 Some(&j) => {
                     let theirs = other_dvs[j].as_ref().unwrap_or(&empty);
                     // Seen here, hidden there.
@@ -114,7 +107,7 @@ fn jobs(
                         }
                         continue;
                     }
-                    Rows::Positions(only)
+                    Pick::Positions(only)
                 }
             };
             out.push(Job {
@@ -171,18 +164,14 @@ pub(crate) async fn unshared_many(
         .chain(news.iter().copied())
         .map(schema_of)
         .collect();
-    let ids: Vec<ObjectId> = reads.iter().map(|r| r.blob).collect();
-    let read = store
-        .map_blobs(&ids, |i, bytes| {
-            let r = &reads[i];
-            let file = DataFile::open(r.blob, bytes)?;
-            let select = match &r.rows {
-                Rows::Live(d) => Select::Live(d.as_ref()),
-                Rows::Positions(p) => Select::Positions(p),
-            };
-            file.read(&schemas[r.schema], select)
+    let picked: Vec<Picked> = (reads.into_iter())
+        .map(|r| Picked {
+            blob: r.blob,
+            schema: Some(schemas[r.schema].clone()),
+            rows: r.rows,
         })
-        .await?;
+        .collect();
+    let read = read_picked(store, &picked).await?;
     let mut out: Vec<Unshared> = shared
         .into_iter()
         .map(|files_shared| Unshared {
@@ -198,7 +187,7 @@ pub(crate) async fn unshared_many(
         })
         .collect();
     for ((pair, job), s) in all_jobs.iter().zip(&served) {
-        let batches = served_rows(&read[s.read], &schemas[reads[s.read].schema], s)?;
+        let batches = served_rows(&read[s.read].batches, &read[s.read].schema, s)?;
         let u = &mut out[*pair];
         u.stats.files_read += 1;
         u.stats.rows_read += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
@@ -210,7 +199,7 @@ pub(crate) async fn unshared_many(
         side.extend(batches);
         if located {
             let n = file_rows.get(&job.blob).copied().unwrap_or(0);
-            side_at.extend(positions(&job.rows, n).into_iter().map(|p| (job.blob, p)));
+            side_at.extend(job.rows.positions(n).into_iter().map(|p| (job.blob, p)));
         }
     }
     Ok(out)
@@ -221,7 +210,7 @@ struct Read {
     blob: ObjectId,
     /// The schema read in: 0 the old side's, k + 1 that of new side k.
     schema: usize,
-    rows: Rows,
+    rows: Pick,
 }
 
 /// Where a job's rows come from: a read, and which of its rows (`None`:
@@ -244,17 +233,14 @@ fn reads(jobs: &[(usize, Job)], file_rows: &HashMap<ObjectId, u64>) -> (Vec<Read
     for ((blob, schema), members) in groups {
         let read = reads.len();
         if let [only] = members[..] {
-            let rows = match &jobs[only].1.rows {
-                Rows::Live(d) => Rows::Live(d.clone()),
-                Rows::Positions(p) => Rows::Positions(p.clone()),
-            };
+            let rows = jobs[only].1.rows.clone();
             reads.push(Read { blob, schema, rows });
             served[only] = Some(Served { read, pick: None });
             continue;
         }
         let n = file_rows.get(&blob).copied().unwrap_or(0);
         let each: Vec<Vec<u32>> = (members.iter())
-            .map(|m| positions(&jobs[*m].1.rows, n))
+            .map(|m| jobs[*m].1.rows.positions(n))
             .collect();
         let mut union: Vec<u32> = each.iter().flatten().copied().collect();
         union.sort_unstable();
@@ -272,7 +258,7 @@ fn reads(jobs: &[(usize, Job)], file_rows: &HashMap<ObjectId, u64>) -> (Vec<Read
         reads.push(Read {
             blob,
             schema,
-            rows: Rows::Positions(union),
+            rows: Pick::Positions(union),
         });
     }
     let served = served
@@ -285,15 +271,6 @@ fn reads(jobs: &[(usize, Job)], file_rows: &HashMap<ObjectId, u64>) -> (Vec<Read
         })
         .collect();
     (reads, served)
-}
-
-/// The positions a job reads of a file of `n` rows, ascending.
-fn positions(rows: &Rows, n: u64) -> Vec<u32> {
-    match rows {
-        Rows::Positions(p) => p.clone(),
-        Rows::Live(None) => (0..n as u32).collect(),
-        Rows::Live(Some(dv)) => (0..n as u32).filter(|p| !dv.contains(*p)).collect(),
-    }
 }
 
 /// A job's rows of what its read returned.
@@ -629,17 +606,17 @@ mod tests {
         };
         let hidden: RoaringBitmap = [0u32, 2].into_iter().collect();
         let jobs = vec![
-            (0, job(f, false, Rows::Positions(vec![1, 3]))),
-            (1, job(f, false, Rows::Positions(vec![3, 5]))),
-            (1, job(f, true, Rows::Positions(vec![4]))),
-            (0, job(g, false, Rows::Live(Some(hidden.clone())))),
-            (1, job(g, false, Rows::Positions(vec![2]))),
+            (0, job(f, false, Pick::Positions(vec![1, 3]))),
+            (1, job(f, false, Pick::Positions(vec![3, 5]))),
+            (1, job(f, true, Pick::Positions(vec![4]))),
+            (0, job(g, false, Pick::Live(Some(hidden.clone())))),
+            (1, job(g, false, Pick::Positions(vec![2]))),
         ];
         let rows = HashMap::from([(f, 8), (g, 4)]);
         let (reads, served) = reads(&jobs, &rows);
         let of = |i: usize| match &reads[served[i].read].rows {
-            Rows::Positions(p) => (reads[served[i].read].schema, p.clone()),
-            Rows::Live(_) => panic!("a shared read reads positions"),
+            Pick::Positions(p) => (reads[served[i].read].schema, p.clone()),
+            Pick::Live(_) => panic!("a shared read reads positions"),
         };
         assert_eq!(reads.len(), 3);
         assert_eq!(of(0), (0, vec![1, 3, 5]));

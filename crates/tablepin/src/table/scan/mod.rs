@@ -1,7 +1,9 @@
-//! The read planner: every read of a table's rows (`read`, `cat`,
-//! `export`, `sql`, Python's `read` and `scan`, a distributed reader's
-//! part, a merge's read of ours) is a [`ScanPlan`], decided before any data
-//! file is read, and one of two executors of it.
+//! The read planner: every read of a version's rows (`read`, `cat`,
+//! `export`, `sql`, `diff`, the Delta view, Python's `read` and `scan`, a
+//! distributed reader's part, a merge's reads) is a plan decided before any
+//! data file is read, and an executor of it: a [`ScanPlan`] for rows chosen
+//! by what they hold, [`Picked`] reads for rows chosen by where they are
+//! stored.
 //!
 //! A plan is data ([`ScanPlan::decide`], no I/O): the columns to decode
 //! (those asked for, the filter's, and the key when rows come merged in
@@ -26,15 +28,19 @@
 //!   (`merge::MergeIter`), one group of files whose key ranges overlap at a
 //!   time, the next group read meanwhile (after `compact`, a group is a
 //!   file).
+//! - **Picked** ([`picked`]): rows chosen by where they are stored, not by
+//!   what they hold: `diff`'s read of the positions two versions do not
+//!   share (a merge's too), and the Delta view's rewrite of a file without
+//!   its deletion vector.
 //!
-//! Physical work on files, not reads of a table's rows, decodes through
-//! `datafile::DataFile` directly: the commit planner's look-ups of old rows
-//! by position, `diff`'s read of the positions two versions do not share,
-//! erasure's match over every stored row (hidden ones too), verify, and the
-//! Delta view's rewrite of a file without its deletion vector.
+//! Physical work on files, not reads of a version's rows, decodes through
+//! `datafile::DataFile` directly: the commit planner's look-ups of the
+//! parent's rows by key, erasure's match over every stored row (hidden ones
+//! too), compaction, and verify.
 
 mod collect;
 mod file;
+mod picked;
 mod prune;
 mod stream;
 
@@ -44,6 +50,7 @@ use arrow::datatypes::SchemaRef;
 use tablepin_format::{FileEntry, TableSnapshot};
 
 pub(crate) use collect::collect;
+pub(crate) use picked::{read_picked, Pick, Picked};
 pub(crate) use stream::{open, Scan};
 
 use super::{keys, predicate::Predicate, schema_of, ReadStats, ScanOptions};
