@@ -87,8 +87,16 @@ pub(crate) fn leftover_at(
 impl Store {
     /// Stores bytes under their hash, put-if-absent; says whether they were
     /// new.
+    ///
+    /// A blob of [`ranged::OUTBOARD_FROM`] bytes or more gets its outboard
+    /// first (one hashing gives both its name and the outboard), so that a
+    /// stored large blob always has one for ranged reads.
     pub async fn put_blob(&self, bytes: Bytes) -> Result<PutOutcome> {
-        let id = ObjectId::of(&bytes);
+        let outboard = (bytes.len() >= ranged::OUTBOARD_FROM).then(|| ranged::outboard(&bytes));
+        let id = match &outboard {
+            Some((id, _)) => *id,
+            None => ObjectId::of(&bytes),
+        };
         let len = bytes.len() as u64;
         let path = layout::blob(&id);
         // A large blob is looked for first: a repeated write then finds it
@@ -108,6 +116,9 @@ impl Store {
                 Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(io(&path, e)),
             }
+        }
+        if let Some((_, ob)) = outboard {
+            self.put_outboard(&id, ob).await?;
         }
         let (put, ambiguous) = self.create_retried(&path, &bytes).await;
         match put {
@@ -440,6 +451,13 @@ impl Store {
         if let Some(memo) = &self.memo {
             memo.forget(id);
         }
+        match retried(|_| self.os.delete(&path)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(io(&path, e)),
+        }
+        // Its outboard after it: an outboard left by a failure here
+        // describes no blob and is never read.
+        let path = layout::outboard(id);
         match retried(|_| self.os.delete(&path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(io(&path, e)),

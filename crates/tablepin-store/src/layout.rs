@@ -1,9 +1,10 @@
 //! Every path a repository uses, named in one place. The store writes the
-//! first four kinds itself; the engine names its documents through the rest,
+//! first five kinds itself; the engine names its documents through the rest,
 //! so that no other file formats a path of the repository.
 //!
 //! ```text
 //! objects/ab/cdef…                 blobs, by BLAKE3 name       (store)
+//! outboards/ab/cdef…               a blob's outboard, by its name (store)
 //! refs/branches/main/00000042      a ref's numbered entries    (store)
 //! heads/branches/main              a ref's head hint           (store)
 //! probes/put-if-absent-…           the conditional-write probe (store)
@@ -31,6 +32,11 @@ pub const LOCKS: &str = "locks";
 /// Where a blob lives.
 pub fn blob(id: &ObjectId) -> Path {
     Path::from(format!("objects/{}", id.fanout_path()))
+}
+
+/// Where a blob's outboard lives (`ranged`): beside it, by its name.
+pub fn outboard(id: &ObjectId) -> Path {
+    Path::from(format!("outboards/{}", id.fanout_path()))
 }
 
 /// The folder of every ref of a kind.

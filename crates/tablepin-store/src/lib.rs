@@ -61,6 +61,7 @@ pub mod faults;
 pub mod gate;
 pub mod layout;
 pub mod memo;
+pub mod ranged;
 mod refs;
 pub mod remote;
 mod retry;
@@ -83,6 +84,21 @@ pub enum StoreError {
         id: ObjectId,
         /// What its bytes hash to now.
         actual: ObjectId,
+    },
+    /// Bytes of a blob read by range do not hash into its name.
+    #[error("blob {id} is damaged in bytes {}..{}: they do not hash into its name; restore it from a copy, or run `tablepin verify` to list what it breaks", range.start, range.end)]
+    CorruptRange {
+        /// The blob's name.
+        id: ObjectId,
+        /// The chunk group whose bytes are damaged.
+        range: std::ops::Range<u64>,
+    },
+    /// A blob's outboard (the inner hashes its ranged reads are checked
+    /// with) does not lead to the blob's name.
+    #[error("the outboard of blob {id} is damaged: its hashes do not lead to the blob's name; run `tablepin verify` to check the blob itself")]
+    OutboardDamaged {
+        /// The blob's name.
+        id: ObjectId,
     },
     /// A blob or document that should exist does not.
     #[error("{path} is missing from the repository")]

@@ -102,6 +102,21 @@ async fn conformance(store: &Store) {
 
     store.delete_blob(&a.id).await.unwrap();
     assert!(!store.has_blob(&a.id).await.unwrap());
+
+    // A large blob reads by verified ranges, and leaves with its outboard.
+    let big: Bytes = (0..(3u32 << 19))
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<_>>()
+        .into();
+    let b = store.put_blob(big.clone()).await.unwrap();
+    assert!(store.get_outboard(&b.id).await.unwrap().is_some());
+    let got = store
+        .get_ranges(&b.id, &[7..70, 1_000_000..1_000_001])
+        .await
+        .unwrap();
+    assert_eq!(got, vec![big.slice(7..70), big.slice(1_000_000..1_000_001)]);
+    store.delete_blob(&b.id).await.unwrap();
+    assert!(store.get_outboard(&b.id).await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -156,7 +156,9 @@ impl Error {
 /// What a store error names: the blob, else the object's path.
 fn store_subject(e: &StoreError) -> Subject {
     match e {
-        StoreError::Corrupt { id, .. } => Subject {
+        StoreError::Corrupt { id, .. }
+        | StoreError::CorruptRange { id, .. }
+        | StoreError::OutboardDamaged { id } => Subject {
             blob: Some(id.to_string()),
             ..Subject::default()
         },

@@ -538,7 +538,12 @@ impl Error {
             | E::Format(_) => ErrorKind::Damaged,
             // A stored document that does not decode is damage, like a blob
             // that does not match its name.
-            E::Store(StoreError::Corrupt { .. } | StoreError::Decode { .. }) => ErrorKind::Damaged,
+            E::Store(
+                StoreError::Corrupt { .. }
+                | StoreError::CorruptRange { .. }
+                | StoreError::OutboardDamaged { .. }
+                | StoreError::Decode { .. },
+            ) => ErrorKind::Damaged,
             E::Store(StoreError::RefConflict { .. }) => ErrorKind::Conflict,
             E::Store(StoreError::NoBucket { .. }) => ErrorKind::NotFound,
             E::Output { .. } | E::Store(_) | E::Arrow { .. } => ErrorKind::Io,

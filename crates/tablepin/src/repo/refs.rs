@@ -26,7 +26,12 @@ pub struct RefInfo {
 pub(crate) fn named(e: Error, version: Option<VersionId>, table: &str) -> Error {
     match (e, version) {
         (
-            Error::Store(source @ (StoreError::Corrupt { .. } | StoreError::NotFound { .. })),
+            Error::Store(
+                source @ (StoreError::Corrupt { .. }
+                | StoreError::CorruptRange { .. }
+                | StoreError::OutboardDamaged { .. }
+                | StoreError::NotFound { .. }),
+            ),
             Some(version),
         ) => Error::Damaged {
             what: "a data file or deletion vector".into(),

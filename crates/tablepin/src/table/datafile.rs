@@ -43,7 +43,7 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-    RowSelector,
+    RowSelectionPolicy, RowSelector,
 };
 use parquet::arrow::arrow_writer::compute_leaves;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
@@ -56,6 +56,7 @@ use serde::{Deserialize, Serialize};
 use tablepin_format::ObjectId;
 
 use super::par;
+use super::ranged::Source;
 use crate::error::{Error, Result};
 
 /// How a repository writes its Parquet data files. Fixed per repository (in
@@ -441,7 +442,7 @@ fn selection(select: &Select<'_>, rows: usize) -> Option<RowSelection> {
 /// footer once.
 pub(crate) struct DataFile {
     blob: ObjectId,
-    bytes: Bytes,
+    bytes: Source,
     meta: ArrowReaderMetadata,
 }
 
@@ -483,7 +484,17 @@ impl DataFile {
             .with_column_index_policy(stats);
         let meta = ArrowReaderMetadata::load(&bytes, options)
             .map_err(|e| bad(blob, "Parquet data file")(e.to_string()))?;
-        Ok(Self { blob, bytes, meta })
+        Ok(Self {
+            blob,
+            bytes: Source::Whole(bytes),
+            meta,
+        })
+    }
+
+    /// A data file from its bytes (whole, or the pieces a read by range
+    /// fetched) and its parsed footer.
+    pub(crate) fn from_parts(blob: ObjectId, bytes: Source, meta: ArrowReaderMetadata) -> Self {
+        Self { blob, bytes, meta }
     }
 
     /// The file's own schema, as stored.
@@ -535,6 +546,11 @@ impl DataFile {
             .collect();
         let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
         let mut builder = builder.with_projection(mask).with_batch_size(8192);
+        if matches!(self.bytes, Source::Pieces { .. }) {
+            // A selection read as a mask decodes every page, and of a file
+            // read by range only the selected rows' pages were fetched.
+            builder = builder.with_row_selection_policy(RowSelectionPolicy::Selectors);
+        }
         if let Some(sel) = selection(&select, self.rows()) {
             builder = builder.with_row_selection(sel);
         }

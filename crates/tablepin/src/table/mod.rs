@@ -19,6 +19,7 @@ pub(crate) mod merge;
 pub(crate) mod par;
 pub(crate) mod plan;
 pub(crate) mod predicate;
+pub(crate) mod ranged;
 pub(crate) mod scan;
 pub(crate) mod staged;
 pub(crate) mod threeway;

@@ -252,36 +252,43 @@ impl LookUp {
         }
         let Self { work, dvs } = self;
         let keys = codec.sort_keys(std::slice::from_ref(input_keys))?;
-        let ids: Vec<ObjectId> = work.iter().map(|(fi, _)| parent.files[*fi].data).collect();
-        let per_file = store
-            .map_blobs(&ids, |i, bytes| {
-                let held = bytes.clone();
-                let (entry, dv, cand) = (&parent.files[work[i].0], dvs[i].as_ref(), &work[i].1);
-                // A dense file's hits are known without its key pages, so
-                // it is opened without the pages' statistics.
-                let dense = dense_positions(entry, dv, &keys, cand);
-                let index = match dense {
-                    Some(_) => PageIndex::Locations,
-                    None => PageIndex::WithStats,
-                };
-                let file = DataFile::open_with(ids[i], bytes, index)?;
-                let hits = match dense {
-                    Some(hits) => hits,
-                    None => locate_in_file(&file, dv, key_schema, codec, &keys, cand)?,
-                };
-                let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
-                positions.sort_unstable();
-                let mut hashes = Vec::with_capacity(positions.len());
-                if !positions.is_empty() {
-                    for b in file.read(schema, Select::Positions(&positions))? {
-                        hashes.extend(hash_rows(&b)?);
-                    }
-                }
-                Ok::<_, Error>((hits, positions, hashes, held))
-            })
-            .await?;
-        for ((fi, _), (hits, positions, hashes, held)) in work.iter().zip(per_file) {
-            found.held.insert(parent.files[*fi].data, held);
+        let look = Look {
+            parent,
+            schema,
+            key_schema,
+            codec,
+            keys: &keys,
+        };
+        // A file with an outboard is read by range: its pages that can
+        // hold the keys, then the pages of the rows found. A smaller one
+        // costs one request either way, and is read whole.
+        let ranged = |w: &(usize, Vec<usize>)| {
+            parent.files[w.0].bytes >= tablepin_store::ranged::OUTBOARD_FROM as u64
+        };
+        let (large, small): (Vec<usize>, Vec<usize>) =
+            (0..work.len()).partition(|&i| ranged(&work[i]));
+        let (by_range, whole) = futures::future::try_join(
+            look.by_range(store, &large, &work, &dvs),
+            look.whole(store, &small, &work, &dvs),
+        )
+        .await?;
+        let mut per_file: Vec<Option<FileHits>> = (0..work.len()).map(|_| None).collect();
+        for (i, hits) in large.iter().zip(by_range).chain(small.iter().zip(whole)) {
+            per_file[*i] = Some(hits);
+        }
+        for ((fi, _), hits) in work.iter().zip(per_file) {
+            let Some(FileHits {
+                hits,
+                positions,
+                hashes,
+                held,
+            }) = hits
+            else {
+                return Err(Error::Internal("a look-up skipped a file".into()));
+            };
+            if let Some(held) = held {
+                found.held.insert(parent.files[*fi].data, held);
+            }
             for (i, pos) in hits {
                 found.locs[i] = Some(Loc { file: *fi, pos });
             }
@@ -292,6 +299,184 @@ impl LookUp {
         found.dvs = work.iter().map(|(fi, _)| *fi).zip(dvs).collect();
         Ok(found)
     }
+}
+
+/// What a look-up found in one file: the input rows found and their
+/// positions, the positions in order with their rows' hashes, and the
+/// file's bytes when it was read whole.
+struct FileHits {
+    hits: Vec<(usize, u32)>,
+    positions: Vec<u32>,
+    hashes: Vec<RowHash>,
+    held: Option<Bytes>,
+}
+
+/// A look-up's inputs shared by its files.
+struct Look<'a> {
+    parent: &'a TableSnapshot,
+    schema: &'a SchemaRef,
+    key_schema: &'a SchemaRef,
+    codec: &'a KeyCodec,
+    keys: &'a SortKeys,
+}
+
+impl Look<'_> {
+    /// The files `which` (indices into `work`), each fetched whole,
+    /// verified, opened, looked up and hashed as one job on the machine's
+    /// cores: one wait for all of it.
+    async fn whole(
+        &self,
+        store: &Store,
+        which: &[usize],
+        work: &[(usize, Vec<usize>)],
+        dvs: &[Option<RoaringBitmap>],
+    ) -> Result<Vec<FileHits>> {
+        let ids: Vec<ObjectId> = which
+            .iter()
+            .map(|&w| self.parent.files[work[w].0].data)
+            .collect();
+        store
+            .map_blobs(&ids, |i, bytes| {
+                let w = which[i];
+                let held = bytes.clone();
+                let (entry, dv, cand) =
+                    (&self.parent.files[work[w].0], dvs[w].as_ref(), &work[w].1);
+                // A dense file's hits are known without its key pages, so
+                // it is opened without the pages' statistics.
+                let dense = dense_positions(entry, dv, self.keys, cand);
+                let index = match dense {
+                    Some(_) => PageIndex::Locations,
+                    None => PageIndex::WithStats,
+                };
+                let file = DataFile::open_with(ids[i], bytes, index)?;
+                let hits = match dense {
+                    Some(hits) => hits,
+                    None => {
+                        locate_in_file(&file, dv, self.key_schema, self.codec, self.keys, cand)?
+                    }
+                };
+                let (positions, hashes) = self.hashed(&file, &hits)?;
+                Ok::<_, Error>(FileHits {
+                    hits,
+                    positions,
+                    hashes,
+                    held: Some(held),
+                })
+            })
+            .await
+    }
+
+    /// The files `which` (indices into `work`), read by verified ranges
+    /// (`table::ranged`): each file's footer and page index, then the key
+    /// pages that can hold its candidate keys (none for a dense file), then
+    /// the pages of the rows found; the files of each step fetched at once.
+    async fn by_range(
+        &self,
+        store: &Store,
+        which: &[usize],
+        work: &[(usize, Vec<usize>)],
+        dvs: &[Option<RoaringBitmap>],
+    ) -> Result<Vec<FileHits>> {
+        let dense: Vec<Option<Vec<(usize, u32)>>> = (which.iter())
+            .map(|&w| {
+                let entry = &self.parent.files[work[w].0];
+                dense_positions(entry, dvs[w].as_ref(), self.keys, &work[w].1)
+            })
+            .collect();
+        let mut files = futures::future::try_join_all(which.iter().zip(&dense).map(|(&w, d)| {
+            let index = match d {
+                Some(_) => PageIndex::Locations,
+                None => PageIndex::WithStats,
+            };
+            RangedFile::open(store, self.parent.files[work[w].0].data, index)
+        }))
+        .await?;
+        let key_rows: Vec<Vec<Range<usize>>> = (files.iter().zip(which).zip(&dense))
+            .map(|((f, &w), d)| match d {
+                Some(_) => Ok(Vec::new()),
+                None => Ok(key_pages(
+                    &f.file(),
+                    self.key_schema,
+                    self.codec,
+                    self.keys,
+                    &work[w].1,
+                )?
+                .unwrap_or_else(|| std::iter::once(0..f.file().rows()).collect())),
+            })
+            .collect::<Result<_>>()?;
+        fetch_all(store, &mut files, self.key_schema, &key_rows).await?;
+        let hits: Vec<Vec<(usize, u32)>> = (files.iter().zip(which).zip(dense))
+            .map(|((f, &w), d)| match d {
+                Some(hits) => Ok(hits),
+                None => locate_in_file(
+                    &f.file(),
+                    dvs[w].as_ref(),
+                    self.key_schema,
+                    self.codec,
+                    self.keys,
+                    &work[w].1,
+                ),
+            })
+            .collect::<Result<_>>()?;
+        let row_ranges: Vec<Vec<Range<usize>>> = hits.iter().map(|h| rows_of(h)).collect();
+        fetch_all(store, &mut files, self.schema, &row_ranges).await?;
+        (files.iter().zip(hits))
+            .map(|(f, hits)| {
+                let (positions, hashes) = self.hashed(&f.file(), &hits)?;
+                Ok(FileHits {
+                    hits,
+                    positions,
+                    hashes,
+                    held: f.whole_bytes().cloned(),
+                })
+            })
+            .collect()
+    }
+
+    /// The positions of `hits` in order, and the hashes of their rows.
+    fn hashed(&self, file: &DataFile, hits: &[(usize, u32)]) -> Result<(Vec<u32>, Vec<RowHash>)> {
+        let mut positions: Vec<u32> = hits.iter().map(|(_, p)| *p).collect();
+        positions.sort_unstable();
+        let mut hashes = Vec::with_capacity(positions.len());
+        if !positions.is_empty() {
+            for b in file.read(self.schema, Select::Positions(&positions))? {
+                hashes.extend(hash_rows(&b)?);
+            }
+        }
+        Ok((positions, hashes))
+    }
+}
+
+/// The rows of `hits` as ascending ranges.
+fn rows_of(hits: &[(usize, u32)]) -> Vec<Range<usize>> {
+    let mut at: Vec<usize> = hits.iter().map(|(_, p)| *p as usize).collect();
+    at.sort_unstable();
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for p in at {
+        match out.last_mut() {
+            Some(last) if last.end >= p => last.end = last.end.max(p + 1),
+            _ => out.push(p..p + 1),
+        }
+    }
+    out
+}
+
+/// Fetches, in each file at once, the pages a read of `schema` at its
+/// `rows` needs.
+async fn fetch_all(
+    store: &Store,
+    files: &mut [RangedFile],
+    schema: &SchemaRef,
+    rows: &[Vec<Range<usize>>],
+) -> Result<()> {
+    futures::future::try_join_all(
+        files
+            .iter_mut()
+            .zip(rows)
+            .map(|(f, r)| f.fetch(store, schema, r)),
+    )
+    .await?;
+    Ok(())
 }
 
 /// The input's row hashes, computed on a worker thread while the commit

@@ -87,6 +87,7 @@ use super::datafile::{
 };
 use super::decide::{self, Decision, Loc, OldRow};
 use super::keys::{self, KeyCodec, SortKeys};
+use super::ranged::RangedFile;
 use super::types::{self, Fit};
 use super::{align, diff, dv, par, schema_of};
 use crate::error::{Error, Result};
