@@ -206,3 +206,36 @@ fn other_changes_are_refused_unless_allowed() {
     let err = resolve_schema("t", Some(&p), &missing, NONE, Mode::Overwrite, &[]).unwrap_err();
     assert!(err.to_string().contains("column 'a' is missing"), "{err}");
 }
+
+/// A look-up reads a file by range only when the pages it may need are a
+/// small part of it: a few keys in a large file, not a weekly commit's
+/// dozens of keys a file, nor a file without an outboard.
+#[test]
+fn a_file_is_read_by_range_only_when_its_pages_are_a_small_part_of_it() {
+    let twelve = Arc::new(schema(
+        &(0..12)
+            .map(|i| {
+                (
+                    ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"][i],
+                    DataType::Int64,
+                    false,
+                )
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let file = |bytes: u64| FileEntry {
+        data: ObjectId::of(b"f"),
+        rows: 262_144,
+        bytes,
+        hash_sum: ContentHash::EMPTY,
+        deletes: None,
+        key_min: None,
+        key_max: None,
+    };
+    // The 1,000,000-row bench's weekly commit: ~37 keys in each 2.4 MB file.
+    assert!(!by_range_pays(&file(2_420_000), 37, &twelve));
+    // The 100,000,000-row one: a key or two in a file of ~25 MB.
+    assert!(by_range_pays(&file(25_000_000), 2, &twelve));
+    // Under 1 MiB a file has no outboard, however few the keys.
+    assert!(!by_range_pays(&file(1_000_000), 1, &twelve));
+}
