@@ -15,7 +15,7 @@ use tablepin::{CommitOptions, ErrorKind, Mode, Repo, RestoreOptions, VersionId, 
 
 mod common;
 
-use common::{batch, rows_of, runtime, Row};
+use common::{batch, keyed, rows_of, runtime, upsert, Row};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -245,20 +245,6 @@ proptest! {
             }
             Ok(())
         })?;
-    }
-}
-
-fn keyed() -> CommitOptions {
-    CommitOptions {
-        key: Some(vec!["id".into()]),
-        ..Default::default()
-    }
-}
-
-fn upsert() -> CommitOptions {
-    CommitOptions {
-        mode: Mode::Upsert,
-        ..Default::default()
     }
 }
 

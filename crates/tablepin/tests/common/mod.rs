@@ -1,5 +1,9 @@
-//! What the diff and merge tests share: a two-column table `(id, v)` of
-//! rows, built and read back, and the runtime the proptests block on.
+//! What the diff, merge and ranged-read tests share: a two-column table
+//! `(id, v)` of rows, built and read back, the runtime the proptests block
+//! on, and the commit options of a keyed table and of an upsert.
+
+// Each test binary uses some of these.
+#![allow(dead_code)]
 
 use std::sync::Arc;
 
@@ -41,4 +45,20 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A commit that makes a table keyed by `id`.
+pub(crate) fn keyed() -> tablepin::CommitOptions {
+    tablepin::CommitOptions {
+        key: Some(vec!["id".into()]),
+        ..Default::default()
+    }
+}
+
+/// An upsert.
+pub(crate) fn upsert() -> tablepin::CommitOptions {
+    tablepin::CommitOptions {
+        mode: tablepin::Mode::Upsert,
+        ..Default::default()
+    }
 }

@@ -258,6 +258,8 @@ impl LookUp {
             key_schema,
             codec,
             keys: &keys,
+            work: &work,
+            dvs: &dvs,
         };
         // A large file with few keys is read by range: its pages that can
         // hold the keys, then the pages of the rows found. Any other is
@@ -265,11 +267,9 @@ impl LookUp {
         let ranged = |w: &(usize, Vec<usize>)| by_range_pays(&parent.files[w.0], w.1.len(), schema);
         let (large, small): (Vec<usize>, Vec<usize>) =
             (0..work.len()).partition(|&i| ranged(&work[i]));
-        let (by_range, whole) = futures::future::try_join(
-            look.by_range(store, &large, &work, &dvs),
-            look.whole(store, &small, &work, &dvs),
-        )
-        .await?;
+        let (by_range, whole) =
+            futures::future::try_join(look.by_range(store, &large), look.whole(store, &small))
+                .await?;
         let mut per_file: Vec<Option<FileHits>> = (0..work.len()).map(|_| None).collect();
         for (i, hits) in large.iter().zip(by_range).chain(small.iter().zip(whole)) {
             per_file[*i] = Some(hits);
@@ -331,19 +331,19 @@ struct Look<'a> {
     key_schema: &'a SchemaRef,
     codec: &'a KeyCodec,
     keys: &'a SortKeys,
+    /// The files to look in (indices into the parent's files), each with
+    /// its candidate input rows.
+    work: &'a [(usize, Vec<usize>)],
+    /// Their deletion vectors, in `work` order.
+    dvs: &'a [Option<RoaringBitmap>],
 }
 
 impl Look<'_> {
     /// The files `which` (indices into `work`), each fetched whole,
     /// verified, opened, looked up and hashed as one job on the machine's
     /// cores: one wait for all of it.
-    async fn whole(
-        &self,
-        store: &Store,
-        which: &[usize],
-        work: &[(usize, Vec<usize>)],
-        dvs: &[Option<RoaringBitmap>],
-    ) -> Result<Vec<FileHits>> {
+    async fn whole(&self, store: &Store, which: &[usize]) -> Result<Vec<FileHits>> {
+        let (work, dvs) = (self.work, self.dvs);
         let ids: Vec<ObjectId> = which
             .iter()
             .map(|&w| self.parent.files[work[w].0].data)
@@ -383,13 +383,8 @@ impl Look<'_> {
     /// (`table::ranged`): each file's footer and page index, then the key
     /// pages that can hold its candidate keys (none for a dense file), then
     /// the pages of the rows found; the files of each step fetched at once.
-    async fn by_range(
-        &self,
-        store: &Store,
-        which: &[usize],
-        work: &[(usize, Vec<usize>)],
-        dvs: &[Option<RoaringBitmap>],
-    ) -> Result<Vec<FileHits>> {
+    async fn by_range(&self, store: &Store, which: &[usize]) -> Result<Vec<FileHits>> {
+        let (work, dvs) = (self.work, self.dvs);
         let dense: Vec<Option<Vec<(usize, u32)>>> = (which.iter())
             .map(|&w| {
                 let entry = &self.parent.files[work[w].0];
@@ -407,14 +402,12 @@ impl Look<'_> {
         let key_rows: Vec<Vec<Range<usize>>> = (files.iter().zip(which).zip(&dense))
             .map(|((f, &w), d)| match d {
                 Some(_) => Ok(Vec::new()),
-                None => Ok(key_pages(
-                    &f.file(),
-                    self.key_schema,
-                    self.codec,
-                    self.keys,
-                    &work[w].1,
-                )?
-                .unwrap_or_else(|| std::iter::once(0..f.file().rows()).collect())),
+                None => {
+                    let file = f.file();
+                    let pages =
+                        key_pages(&file, self.key_schema, self.codec, self.keys, &work[w].1)?;
+                    Ok(pages.unwrap_or_else(|| std::iter::once(0..file.rows()).collect()))
+                }
             })
             .collect::<Result<_>>()?;
         fetch_all(store, &mut files, self.key_schema, &key_rows).await?;
