@@ -629,6 +629,15 @@ class Repo:
         """Reads and checks every blob, ref, version and content hash."""
         return VerifyReport._from(self._repo.verify())
 
+    def upgrade(self, dry_run: bool = False) -> dict[str, Any]:
+        """Brings the repository to this tablepin's format (3: an outboard
+        beside every blob of 1 MiB or more, for reads by verified range):
+        writes the missing outboards, then the format number. Returns what
+        was done (`from`, `to`, `outboards_written`, `bytes_read`), or with
+        `dry_run` what would be (`from`, `to`, `blobs`, `bytes`), changing
+        nothing."""
+        return self._repo.upgrade(dry_run)
+
     def verify_erased(self) -> ErasedCheck:
         """Checks that no stored data file holds a row an erasure removed."""
         return ErasedCheck._from(self._repo.verify_erased())

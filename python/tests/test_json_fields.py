@@ -88,12 +88,15 @@ def outputs(tmp_path_factory):
     out["gc --dry-run"] = cli(d, "gc", "--dry-run", "--json")
     out["restore"] = cli(d, "restore", "train-v1", "--json")
     out["compact"] = cli(d, "compact", "sales", "--json")
+    out["upgrade --dry-run"] = cli(d, "upgrade", "--dry-run", "--json")
+    out["upgrade"] = cli(d, "upgrade", "--json")
     return out
 
 
 COMMANDS = [
     "generate", "init", "commit", "commit --dry-run", "tag NAME", "log", "show", "cat",
     "export", "diff", "sql", "tag --list", "verify", "gc --dry-run", "restore", "compact",
+    "upgrade --dry-run", "upgrade",
 ]
 
 

@@ -174,6 +174,37 @@ def test_verify_gc_and_erase_plan_then_apply(tmp_path):
     assert repo.verify().ok
 
 
+def test_upgrade_plans_then_writes_the_outboards_of_an_older_repository(tmp_path):
+    import json
+    import os
+    import pyarrow.compute as pc
+
+    path = tmp_path / "r"
+    repo = tablepin.Repo.init(path)
+    # Over 1 MiB of text that does not compress: one blob with an outboard.
+    n = 150_000
+    ids = pa.array(range(n), pa.int64())
+    text = pc.binary_join_element_wise(pc.cast(pc.multiply(ids, 2654435761), pa.string()), pc.cast(ids, pa.string()), "-")
+    repo.commit("t", pa.table({"id": ids, "text": text, "more": pc.utf8_reverse(text)}), key="id")
+    outboards = [os.path.join(d, f) for d, _, fs in os.walk(path / "outboards") for f in fs]
+    assert len(outboards) == 1
+    assert repo.upgrade(dry_run=True)["blobs"] == []
+    # As a build before outboards left it: format 2, no outboard.
+    os.remove(outboards[0])
+    config = json.loads((path / "meta" / "config.json").read_text())
+    config["format"] = 2
+    (path / "meta" / "config.json").write_text(json.dumps(config))
+    old = tablepin.Repo(path)
+    plan = old.upgrade(dry_run=True)
+    assert (plan["from"], plan["to"], len(plan["blobs"])) == (2, 3, 1)
+    assert not os.path.exists(outboards[0])
+    done = old.upgrade()
+    assert (done["from"], done["to"], done["outboards_written"]) == (2, 3, 1)
+    assert done["bytes_read"] == plan["bytes"] and os.path.exists(outboards[0])
+    assert json.loads((path / "meta" / "config.json").read_text())["format"] == 3
+    assert tablepin.Repo(path).verify().ok
+
+
 def test_every_error_class_with_its_message(tmp_path):
     repo = tablepin.Repo.init(tmp_path / "r")
     repo.commit("t", pa.table({"id": [1, 2]}), key="id")

@@ -41,10 +41,11 @@ pub async fn gc(repo: &Repo, a: GcArgs, json_out: bool) -> Result<ExitCode> {
     } else {
         print_gc_plan(&report.plan)?;
         outln!(
-            "Deleted {} blobs ({}) and {} leftover temporary files, wrote {} tombstones; {} blobs spared (in use by a concurrent commit or younger than the grace period)",
+            "Deleted {} blobs ({}), {} leftover temporary files and {} outboards of blobs not stored, wrote {} tombstones; {} blobs spared (in use by a concurrent commit or younger than the grace period)",
             report.blobs_deleted,
             size(report.bytes_freed),
             report.leftovers_deleted,
+            report.orphan_outboards_deleted,
             report.tombstones,
             report.blobs_spared
         );
@@ -273,4 +274,43 @@ pub fn print_erased(e: &ErasedCheck) -> Result<()> {
         );
     }
     Ok(())
+}
+
+pub async fn upgrade(repo: &Repo, a: UpgradeArgs, json_out: bool) -> Result<ExitCode> {
+    if a.dry_run {
+        let plan = repo.upgrade_plan().await?;
+        if json_out {
+            output::json(&json!({ "dry_run": true, "plan": plan }))?;
+        } else {
+            outln!(
+                "Would upgrade the repository from format {} to {}: {} blobs of 1 MiB or more to read ({}) and give an outboard",
+                plan.from,
+                plan.to,
+                plan.blobs.len(),
+                size(plan.bytes)
+            );
+            outln!("(dry run: nothing was changed)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bar = output::Bar::new();
+    let report = repo.upgrade(&bar).await?;
+    if json_out {
+        output::json(&report)?;
+    } else if report.from == report.to && report.outboards_written == 0 {
+        outln!(
+            "The repository is of format {} already; nothing to do",
+            report.to
+        );
+    } else {
+        outln!(
+            "Upgraded the repository from format {} to {}: {} outboards written, {} read in {:.2} s",
+            report.from,
+            report.to,
+            report.outboards_written,
+            size(report.bytes_read),
+            report.seconds
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -114,6 +114,18 @@ pub enum Command {
     Revert(RevertArgs),
     /// Check every blob, ref and version, and recompute every content hash.
     Verify(VerifyArgs),
+    /// Bring the repository to this tablepin's format (3).
+    ///
+    /// Format 3 keeps a small outboard (the BLAKE3 tree's inner hashes,
+    /// about 0.4% of the blob) beside every blob of 1 MiB or more, so that
+    /// a commit's look-up and other reads fetch and verify only the parts
+    /// of a large file they need. A repository of format 1 or 2 is read
+    /// and written as it is; `upgrade` reads each older large blob once,
+    /// checks it against its name, writes its outboard, then sets the
+    /// format. Stopped half way, it leaves the old format with some
+    /// outboards more, and running it again finishes. Builds of format 2
+    /// refuse the repository afterwards: upgrade them first.
+    Upgrade(UpgradeArgs),
     /// Write a table's live rows again as full files in key order, without
     /// deletion vectors; rows and content hash stay the same.
     ///
@@ -497,6 +509,13 @@ pub struct VerifyArgs {
     /// Also prove that no stored blob holds a row that an erasure removed.
     #[arg(long)]
     pub erased: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// Show what would be read and written, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// How young an unreferenced blob `gc` leaves alone unless told.

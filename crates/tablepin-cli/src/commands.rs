@@ -174,6 +174,7 @@ async fn on_repo(repo: &Repo, command: Command, json_out: bool) -> Result<ExitCo
         Command::Merge(a) => crate::merge::merge(repo, a, json_out).await,
         Command::Revert(a) => crate::merge::revert(repo, a, json_out).await,
         Command::Verify(a) => verify(repo, a, json_out).await,
+        Command::Upgrade(a) => crate::admin::upgrade(repo, a, json_out).await,
         Command::Compact(a) => compact(repo, a, json_out).await,
         Command::Gc(a) => crate::admin::gc(repo, a, json_out).await,
         Command::Erase(a) => crate::admin::erase(repo, a, json_out).await,

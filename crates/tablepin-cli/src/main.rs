@@ -50,7 +50,7 @@ pub fn version() -> &'static str {
             "{} (commit {}, repository format {})",
             env!("CARGO_PKG_VERSION"),
             env!("TABLEPIN_COMMIT"),
-            tablepin::format::FORMAT_VERSION
+            tablepin::format::REPO_FORMAT
         )
     });
     &VERSION

@@ -728,7 +728,7 @@ fn version_names_the_commit_and_the_format_it_writes() {
     assert!(
         line.ends_with(&format!(
             "repository format {})",
-            tablepin::format::FORMAT_VERSION
+            tablepin::format::REPO_FORMAT
         )),
         "{line}"
     );

@@ -1,8 +1,9 @@
 //! Repositories written by every format this build reads, kept under
 //! `tests/fixtures/` (as fjall keeps `test_fixture/v1`): format 1, before
-//! deletion-vector packs, and format 2, now. Every later build must read
-//! each, verify it, find what the writing build found at each ref
-//! (`expected.json`), and extend it. `tests/fixtures/make.sh` wrote them.
+//! deletion-vector packs, format 2, before outboards, and format 3, now.
+//! Every later build must read each, verify it, find what the writing
+//! build found at each ref (`expected.json`), and extend it, as it is and
+//! once `upgrade`d. `tests/fixtures/make.sh` wrote them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -15,7 +16,7 @@ fn json(r: &common::Run) -> serde_json::Value {
     serde_json::from_str(&r.stdout).unwrap()
 }
 
-fn reads_verifies_and_extends(format: u32) {
+fn reads_verifies_and_extends(format: u32, upgrade: bool) {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("tests/fixtures/format{format}"));
     let p = Project {
@@ -31,6 +32,22 @@ fn reads_verifies_and_extends(format: u32) {
         config["format"], format,
         "the fixture is of format {format}"
     );
+    if upgrade {
+        let dry = json(&p.run(&["--json", "upgrade", "--dry-run"]));
+        assert_eq!(
+            (dry["plan"]["from"].as_u64(), dry["plan"]["to"].as_u64()),
+            (Some(format.into()), Some(3))
+        );
+        let done = json(&p.run(&["--json", "upgrade"]));
+        assert_eq!(
+            (done["from"].as_u64(), done["to"].as_u64()),
+            (Some(format.into()), Some(3))
+        );
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(p.file(".tablepin/meta/config.json")).unwrap())
+                .unwrap();
+        assert_eq!(config["format"], 3, "format {format} upgraded");
+    }
 
     let v = p.run(&["verify", "--erased"]);
     assert_eq!(v.code, Some(0), "format {format}: {}", v.stdout);
@@ -86,12 +103,19 @@ fn reads_verifies_and_extends(format: u32) {
 
 #[test]
 fn a_format_1_repository_reads_verifies_and_extends() {
-    reads_verifies_and_extends(1);
+    reads_verifies_and_extends(1, false);
+    reads_verifies_and_extends(1, true);
 }
 
 #[test]
 fn a_format_2_repository_reads_verifies_and_extends() {
-    reads_verifies_and_extends(2);
+    reads_verifies_and_extends(2, false);
+    reads_verifies_and_extends(2, true);
+}
+
+#[test]
+fn a_format_3_repository_reads_verifies_and_extends() {
+    reads_verifies_and_extends(3, false);
 }
 
 /// docs/compatibility.md's table of formats lists exactly the formats that

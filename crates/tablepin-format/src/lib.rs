@@ -56,7 +56,7 @@ pub use ids::{IdParseError, ObjectId, VersionId};
 pub use manifest::{
     decode_manifest, encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, Checks,
     DeletionVector, ErasedFingerprint, FileEntry, Formatted, KeyBound, RefEntry, RefHold, RefKind,
-    TableChange, TableSnapshot, Tombstone, Version, FORMAT_VERSION,
+    TableChange, TableSnapshot, Tombstone, Version, FORMAT_VERSION, REPO_FORMAT,
 };
 
 /// Errors of decoding stored bytes. Encoding cannot fail for these types
@@ -83,13 +83,14 @@ pub enum FormatError {
         source: std::io::Error,
     },
     /// The object was written by a newer tablepin.
-    #[error(
-        "{what} has format {found}, this tablepin reads up to {FORMAT_VERSION}; upgrade tablepin"
-    )]
+    #[error("{what} has format {found}, this tablepin reads up to {reads}; upgrade tablepin")]
     TooNew {
         /// What was being decoded.
         what: &'static str,
         /// The format number found.
         found: u32,
+        /// The newest format of its kind this build reads (an object's
+        /// [`FORMAT_VERSION`], a repository's [`REPO_FORMAT`]).
+        reads: u32,
     },
 }

@@ -19,6 +19,16 @@ use crate::{ContentHash, FormatError, ObjectId, VersionId};
 /// would take for a single bitmap.
 pub const FORMAT_VERSION: u32 = 2;
 
+/// The newest repository format (`meta/config.json`) this crate's users
+/// write and read. 3: every blob of 1 MiB or more has its BLAKE3 outboard
+/// stored beside it (`tablepin_store::ranged`), so a reader may read any
+/// part of it by range and `verify` counts a missing one as damage. The
+/// objects themselves are encoded as in format 2 ([`FORMAT_VERSION`]): a
+/// build of format 2 reads every object, and refuses the repository only
+/// because it would write large blobs without outboards. `tablepin
+/// upgrade` takes a repository of format 1 or 2 to 3.
+pub const REPO_FORMAT: u32 = 3;
+
 /// Implemented by every encoded object: the format number it was written with.
 pub trait Formatted {
     /// The `format` field.
@@ -55,6 +65,7 @@ pub fn decode_manifest<T: DeserializeOwned + Formatted>(
         return Err(FormatError::TooNew {
             what,
             found: value.format(),
+            reads: FORMAT_VERSION,
         });
     }
     Ok(value)

@@ -970,6 +970,21 @@ impl PyRepo {
         answer(py, &run(py, async move { repo.verify(&NoProgress).await })?)
     }
 
+    /// Brings the repository to this build's format (a dict: what was
+    /// done, or with `dry_run` what would be).
+    #[pyo3(signature = (dry_run=false))]
+    fn upgrade(&self, py: Python<'_>, dry_run: bool) -> PyResult<Py<PyAny>> {
+        let repo = self.repo.clone();
+        if dry_run {
+            answer(py, &run(py, async move { repo.upgrade_plan().await })?)
+        } else {
+            answer(
+                py,
+                &run(py, async move { repo.upgrade(&NoProgress).await })?,
+            )
+        }
+    }
+
     /// Checks that no stored blob holds a row an erasure removed (a dict).
     fn verify_erased(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let repo = self.repo.clone();

@@ -456,7 +456,14 @@ impl Store {
             Err(e) => return Err(io(&path, e)),
         }
         // Its outboard after it: an outboard left by a failure here
-        // describes no blob and is never read.
+        // describes no blob and is never read (gc deletes it later).
+        self.delete_outboard(id).await
+    }
+
+    /// Deletes a blob's outboard: one whose blob is gone (a failure
+    /// between writing the outboard and the blob, or in `delete_blob`).
+    pub async fn delete_outboard(&self, id: &ObjectId) -> Result<()> {
+        self.before_write();
         let path = layout::outboard(id);
         match retried(|_| self.os.delete(&path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),

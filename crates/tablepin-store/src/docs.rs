@@ -174,6 +174,23 @@ impl Store {
         self.create_path(&Path::from(path), bytes, false).await
     }
 
+    /// Writes a document over whatever it held (the config, when `upgrade`
+    /// moves the repository to a newer format).
+    pub async fn replace_doc(&self, path: &str, bytes: Bytes) -> Result<()> {
+        self.before_write();
+        let p = Path::from(path);
+        retried(|_| {
+            self.os.put_opts(
+                &p,
+                PutPayload::from_bytes(bytes.clone()),
+                PutOptions::default(),
+            )
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| io(&p, e))
+    }
+
     /// Reads a document, or `None` when it does not exist.
     pub async fn get_doc(&self, path: &str) -> Result<Option<Bytes>> {
         match self.get_path(&Path::from(path)).await {

@@ -19,6 +19,7 @@
 //! The decisions (which groups to fetch, whether the pieces verify) are
 //! pure functions here; [`Store::get_ranges`] does the I/O.
 
+use std::collections::HashSet;
 use std::ops::Range;
 
 use bao_tree::io::outboard::PreOrderMemOutboard;
@@ -179,6 +180,15 @@ enum Held {
     Whole(Bytes),
 }
 
+/// A stored blob that `verify` read and found whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checked {
+    /// Its size in bytes.
+    pub size: u64,
+    /// It has an outboard (checked against it).
+    pub outboard: bool,
+}
+
 impl RangedBlob {
     fn whole(id: ObjectId, bytes: Bytes) -> Self {
         Self {
@@ -303,12 +313,57 @@ impl Store {
         }
     }
 
+    /// The names of the blobs that have an outboard stored (whether or not
+    /// the blob itself still is).
+    pub async fn list_outboards(&self) -> Result<HashSet<ObjectId>> {
+        Ok(self
+            .list_outboard_metas()
+            .await?
+            .iter()
+            .map(|m| m.id)
+            .collect())
+    }
+
+    /// Every stored outboard: the name of its blob, its own size and age.
+    pub async fn list_outboard_metas(&self) -> Result<Vec<BlobMeta>> {
+        let metas = self.list(&Path::from("outboards")).await?;
+        Ok(metas
+            .into_iter()
+            .filter_map(|m| {
+                let parts: Vec<_> = m.location.parts().collect();
+                let [_, a, b] = parts.as_slice() else {
+                    return None;
+                };
+                Some(BlobMeta {
+                    id: format!("{}{}", a.as_ref(), b.as_ref()).parse().ok()?,
+                    size: m.size,
+                    last_modified: m.last_modified,
+                })
+            })
+            .collect())
+    }
+
+    /// Writes the outboard of a stored blob that lacks one (a blob stored
+    /// by a build before outboards): reads the blob from the repository,
+    /// checks it against its name, and stores the outboard its hashing
+    /// gives. Returns the bytes read.
+    pub async fn write_outboard(&self, id: &ObjectId) -> Result<u64> {
+        let bytes = self.get_path(&layout::blob(id)).await?;
+        let (actual, ob) = outboard(&bytes);
+        check_blob(id, actual)?;
+        if bytes.len() >= OUTBOARD_FROM {
+            self.put_outboard(id, ob).await?;
+        }
+        Ok(bytes.len() as u64)
+    }
+
     /// Reads each blob of `ids` from the repository (never the local
     /// cache), checks it against its name and a large blob's outboard, if
     /// it has one, against it: one hashing gives both ([`outboard`]). Each
-    /// blob's answer, in `ids` order: its size, or what is wrong with it.
-    /// What `verify` checks, a batch at a time on all cores.
-    pub async fn check_stored_blobs(&self, ids: &[ObjectId]) -> Vec<Result<u64>> {
+    /// blob's answer, in `ids` order: its size and whether it has an
+    /// outboard, or what is wrong with it. What `verify` checks, a batch at
+    /// a time on all cores.
+    pub async fn check_stored_blobs(&self, ids: &[ObjectId]) -> Vec<Result<Checked>> {
         let fetched = futures::future::join_all(ids.iter().map(|id| async move {
             let bytes = self.get_path(&layout::blob(id)).await?;
             let ob = match bytes.len() >= OUTBOARD_FROM {
@@ -318,7 +373,7 @@ impl Store {
             Ok::<_, StoreError>((bytes, ob))
         }))
         .await;
-        let mut out: Vec<(usize, Result<u64>)> = Vec::with_capacity(ids.len());
+        let mut out: Vec<(usize, Result<Checked>)> = Vec::with_capacity(ids.len());
         let mut items = Vec::new();
         for (i, f) in fetched.into_iter().enumerate() {
             match f {
@@ -338,10 +393,13 @@ impl Store {
                     })
                 }
             };
-            Ok::<_, std::convert::Infallible>(answer.map(|()| bytes.len() as u64))
+            Ok::<_, std::convert::Infallible>(answer.map(|()| Checked {
+                size: bytes.len() as u64,
+                outboard: ob.is_some(),
+            }))
         };
         let threads = tablepin_format::threads();
-        let checked: Vec<Result<u64>> = match tablepin_format::try_map(threads, &items, check) {
+        let checked: Vec<Result<Checked>> = match tablepin_format::try_map(threads, &items, check) {
             Some(Ok(r)) => r,
             _ => items.iter().filter_map(|item| check(item).ok()).collect(),
         };
@@ -545,12 +603,50 @@ mod tests {
         // What verify checks finds it too, and a damaged blob beside it.
         let other = store.put_blob(sample(2000)).await.unwrap().id;
         let answers = store.check_stored_blobs(&[other, id]).await;
-        assert_eq!(answers[0].as_ref().unwrap(), &2000);
+        let small = Checked {
+            size: 2000,
+            outboard: false,
+        };
+        assert_eq!(answers[0].as_ref().unwrap(), &small);
         assert!(matches!(&answers[1], Err(StoreError::OutboardDamaged { id: i }) if *i == id));
         std::fs::write(&ob_path, ob_good).unwrap();
         std::fs::write(&path, &bad).unwrap();
         let answers = store.check_stored_blobs(&[id, other]).await;
         assert!(matches!(&answers[0], Err(StoreError::Corrupt { id: i, .. }) if *i == id));
         assert!(answers[1].is_ok());
+        // A damaged blob gets no outboard written from it.
+        std::fs::remove_file(&ob_path).unwrap();
+        let err = store.write_outboard(&id).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt { id: i, .. } if *i == id),
+            "{err}"
+        );
+        assert!(!store.list_outboards().await.unwrap().contains(&id));
+    }
+
+    /// A large blob stored without its outboard (by a build before them)
+    /// gets it from `write_outboard`: the very bytes a new write stores,
+    /// listed by `list_outboards`, and checked by `verify`'s reads.
+    #[tokio::test]
+    async fn an_outboard_written_later_is_the_one_a_new_write_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+        let bytes = sample(3 * OUTBOARD_FROM / 2);
+        let id = store.put_blob(bytes.clone()).await.unwrap().id;
+        let small = store.put_blob(sample(100)).await.unwrap().id;
+        assert_eq!(store.list_outboards().await.unwrap(), HashSet::from([id]));
+        let ob_path = dir.path().join("outboards").join(id.fanout_path());
+        let stored = std::fs::read(&ob_path).unwrap();
+        std::fs::remove_file(&ob_path).unwrap();
+        let answers = store.check_stored_blobs(&[id]).await;
+        assert!(!answers[0].as_ref().unwrap().outboard);
+        assert!(store.list_outboards().await.unwrap().is_empty());
+        assert_eq!(store.write_outboard(&id).await.unwrap(), bytes.len() as u64);
+        assert_eq!(std::fs::read(&ob_path).unwrap(), stored);
+        // A small blob needs none and gets none.
+        assert_eq!(store.write_outboard(&small).await.unwrap(), 100);
+        assert_eq!(store.list_outboards().await.unwrap(), HashSet::from([id]));
+        let answers = store.check_stored_blobs(&[id]).await;
+        assert!(answers[0].as_ref().unwrap().outboard);
     }
 }

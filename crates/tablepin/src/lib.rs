@@ -65,8 +65,8 @@ pub use repo::{
     EraseOptions, ErasePlan, EraseReport, ErasedCheck, Erasure, Gc, GcPlan, GcPolicy, GcReport,
     Input, LogEntry, LogOptions, MergeOptions, MergeOutcome, MergeResult, NoProgress, Progress,
     RefInfo, Refs, Replaced, Repo, RepoConfig, RestoreOptions, RestoreResult, Rev, Snapshot,
-    Strategy, TableDiff, TableMerge, TableRead, TableStream, Transaction, DEFAULT_BRANCH,
-    DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
+    Strategy, TableDiff, TableMerge, TableRead, TableStream, Transaction, UpgradePlan,
+    UpgradeReport, DEFAULT_BRANCH, DEFAULT_WINDOW_ROWS, MIN_GRACE_MS,
 };
 pub use settings::Settings;
 pub use subject::Subject;

@@ -8,7 +8,10 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use tablepin::{CommitOptions, Mode, Repo, WriteSettings};
+mod common;
+
+use common::{keyed, upsert};
+use tablepin::{Repo, WriteSettings};
 
 /// Rows of ids `ids` (not dense: a look-up must read key pages).
 fn rows(ids: &[i64], price: f64) -> RecordBatch {
@@ -40,20 +43,6 @@ async fn table(repo: &Repo) -> tablepin_format::TableSnapshot {
         .table("t")
         .await
         .unwrap()
-}
-
-fn keyed() -> CommitOptions {
-    CommitOptions {
-        key: Some(vec!["id".into()]),
-        ..Default::default()
-    }
-}
-
-fn upsert() -> CommitOptions {
-    CommitOptions {
-        mode: Mode::Upsert,
-        ..Default::default()
-    }
 }
 
 /// Ids 0, 3, 6, … : 260,000 rows, one data file of several MiB.
@@ -178,4 +167,106 @@ async fn a_damaged_outboard_or_page_stops_the_look_up_and_names_its_blob() {
         "{:?}",
         v.problems
     );
+}
+
+/// A repository of format 2 (its large blob stored without an outboard, as
+/// a build before outboards stored it) is read whole until `upgrade`
+/// writes the outboard and the format number; from then on its large blob
+/// is read by range, and `verify` names a large blob whose outboard goes
+/// missing, which `upgrade` writes again.
+#[tokio::test]
+async fn an_older_repository_is_upgraded_and_then_every_large_blob_has_its_outboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().to_str().unwrap();
+    let snap = table(&large(location).await).await;
+    let (blob, file_bytes) = (snap.files[0].data, snap.files[0].bytes);
+    let outboard = dir.path().join("outboards").join(blob.fanout_path());
+    let stored = std::fs::read(&outboard).unwrap();
+    std::fs::remove_file(&outboard).unwrap();
+    let config = dir.path().join("meta/config.json");
+    let format_of = || -> u64 {
+        let c: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+        c["format"].as_u64().unwrap()
+    };
+    assert_eq!(format_of(), 3);
+    let mut c: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    c["format"] = 2.into();
+    std::fs::write(&config, serde_json::to_vec_pretty(&c).unwrap()).unwrap();
+
+    let repo = Repo::open(location).await.unwrap();
+    let v = repo.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    let plan = repo.upgrade_plan().await.unwrap();
+    assert_eq!((plan.from, plan.to, plan.bytes), (2, 3, file_bytes));
+    assert_eq!(plan.blobs.len(), 1);
+    assert_eq!(plan.blobs[0].blob, blob);
+    let report = repo.upgrade(&tablepin::NoProgress).await.unwrap();
+    assert_eq!((report.from, report.to), (2, 3));
+    assert_eq!(
+        (report.outboards_written, report.bytes_read),
+        (1, file_bytes)
+    );
+    assert_eq!(format_of(), 3);
+    assert_eq!(std::fs::read(&outboard).unwrap(), stored);
+
+    let repo = Repo::open(location).await.unwrap();
+    let plan = repo.upgrade_plan().await.unwrap();
+    assert_eq!((plan.from, plan.to, plan.blobs.len()), (3, 3, 0));
+    let v = repo.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    // Read by range again: a few keys' pages, not the file.
+    let before = repo.store().requests();
+    let b = rows(&[3, 150_000], 10.0);
+    repo.commit("t", b.schema(), vec![b], &upsert())
+        .await
+        .unwrap();
+    let read = repo.store().requests().since(&before).bytes_read;
+    assert!(read * 8 < file_bytes, "read {read} of {file_bytes}");
+    // In format 3 a large blob without its outboard is named.
+    std::fs::remove_file(&outboard).unwrap();
+    let v = repo.verify(&tablepin::NoProgress).await.unwrap();
+    assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
+    assert!(
+        v.problems[0].contains(&blob.to_string()) && v.problems[0].contains("tablepin upgrade"),
+        "{}",
+        v.problems[0]
+    );
+    let report = repo.upgrade(&tablepin::NoProgress).await.unwrap();
+    assert_eq!(
+        (report.from, report.to, report.outboards_written),
+        (3, 3, 1)
+    );
+    let v = repo.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}
+
+/// gc deletes an outboard whose blob is not stored (a commit stopped
+/// between writing a large blob's outboard and the blob), past the grace
+/// period, and keeps every outboard whose blob is kept.
+#[tokio::test]
+async fn gc_deletes_an_outboard_without_its_blob_and_keeps_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().to_str().unwrap();
+    let repo = large(location).await;
+    let blob = table(&repo).await.files[0].data;
+    let outboards = dir.path().join("outboards");
+    let kept = outboards.join(blob.fanout_path());
+    let orphan_id = tablepin_format::ObjectId::of(b"never stored");
+    let orphan = outboards.join(orphan_id.fanout_path());
+    std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
+    std::fs::copy(&kept, &orphan).unwrap();
+    let policy = tablepin::GcPolicy {
+        grace_ms: 0,
+        sole_writer: true,
+        ..Default::default()
+    };
+    let plan = repo.gc().plan(&policy).await.unwrap();
+    assert_eq!(plan.orphan_outboards, [orphan_id]);
+    let report = repo.gc().apply(plan).await.unwrap();
+    assert_eq!(report.orphan_outboards_deleted, 1);
+    assert!(!orphan.exists() && kept.exists());
+    let v = repo.verify(&tablepin::NoProgress).await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
 }

@@ -18,6 +18,7 @@ mod rev;
 mod snapshot;
 mod streamed;
 mod transaction;
+mod upgrade;
 mod verify;
 
 use std::collections::BTreeMap;
@@ -30,7 +31,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use tablepin_format::{
     decode_manifest, ContentHash, FileEntry, ObjectId, RefEntry, RefHold, RefKind, TableChange,
-    TableSnapshot, Tombstone, Version, VersionId, FORMAT_VERSION,
+    TableSnapshot, Tombstone, Version, VersionId, FORMAT_VERSION, REPO_FORMAT,
 };
 use tablepin_store::{layout, Store, StoreError, StoreSettings, LOCAL_DIR};
 
@@ -48,6 +49,7 @@ pub use transaction::{
     CommitOptions, CommitOutcome, CommitPlan, CommitResult, Input, Transaction, DEFAULT_BRANCH,
     DEFAULT_WINDOW_ROWS,
 };
+pub use upgrade::{LackingBlob, UpgradePlan, UpgradeReport};
 pub use verify::VerifyReport;
 
 use crate::error::{Error, Result};

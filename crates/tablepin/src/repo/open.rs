@@ -104,7 +104,7 @@ impl Repo {
     /// refused here ([`tablepin_store::StoreError::NoConditionalWrites`]).
     pub async fn init_store(store: Store, write: WriteSettings) -> Result<Repo> {
         let config = RepoConfig {
-            format: FORMAT_VERSION,
+            format: REPO_FORMAT,
             write,
         };
         config.write.properties_check()?;
@@ -147,10 +147,11 @@ impl Repo {
         // A newer tablepin's repository may hold what this one cannot read
         // and would write what that one does not expect: refused at once,
         // before any read or write.
-        if config.format > FORMAT_VERSION {
+        if config.format > REPO_FORMAT {
             return Err(Error::Format(tablepin_format::FormatError::TooNew {
                 what: "the repository (meta/config.json)",
                 found: config.format,
+                reads: REPO_FORMAT,
             }));
         }
         Ok(Repo {

@@ -20,6 +20,7 @@ use tablepin_format::{
     decode_manifest, ContentHash, ObjectId, RefKind, RowHash, TableSnapshot, Version, VersionId,
 };
 use tablepin_rowhash::hash_rows;
+use tablepin_store::ranged::{Checked, OUTBOARD_FROM};
 use tablepin_store::{layout, StoreError};
 
 use super::{Progress, Repo};
@@ -108,6 +109,21 @@ pub struct VerifyReport {
     pub leftovers: Vec<String>,
 }
 
+/// The problem of a blob that lacks the outboard its repository's format
+/// promises (format 3: every blob of 1 MiB or more has one), if it does.
+/// Not damage of the blob: a read of it reads it whole.
+fn missing_outboard(format: u32, id: &ObjectId, checked: &Checked) -> Option<String> {
+    let promised = format >= 3 && checked.size >= OUTBOARD_FROM as u64;
+    (promised && !checked.outboard).then(|| {
+        format!(
+            "blob {id} ({} bytes) has no outboard, which a repository of format {format} keeps \
+             for every blob of {OUTBOARD_FROM} bytes or more: its reads by range read it whole; \
+             `tablepin upgrade` writes it again from the blob",
+            checked.size
+        )
+    })
+}
+
 /// Bytes of blobs `verify` reads and hashes at once.
 const VERIFY_BATCH_BYTES: u64 = 64 << 20;
 
@@ -164,7 +180,12 @@ impl Repo {
                 .zip(self.store().check_stored_blobs(&batch).await)
             {
                 match answer {
-                    Ok(size) => r.bytes += size,
+                    Ok(checked) => {
+                        r.bytes += checked.size;
+                        if let Some(p) = missing_outboard(self.config().format, id, &checked) {
+                            r.problems.push(p);
+                        }
+                    }
                     Err(e) => {
                         // A damaged outboard leaves the blob whole: what
                         // reads it whole still reads.

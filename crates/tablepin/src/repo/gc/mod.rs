@@ -144,6 +144,9 @@ pub struct GcPlan {
     /// Temporary files of interrupted writes, older than the grace period,
     /// to delete (a younger one may belong to a write still running).
     pub leftovers: Vec<String>,
+    /// Outboards whose blob is not stored, older than the grace period, to
+    /// delete (a commit writes a large blob's outboard just before it).
+    pub orphan_outboards: Vec<ObjectId>,
 }
 
 /// What `gc_apply` did.
@@ -161,6 +164,8 @@ pub struct GcReport {
     pub tombstones: u64,
     /// Temporary files of interrupted writes deleted.
     pub leftovers_deleted: u64,
+    /// Outboards of blobs not stored deleted.
+    pub orphan_outboards_deleted: u64,
 }
 
 impl Repo {
@@ -355,6 +360,11 @@ impl Repo {
                 .filter(|l| l.last_modified.timestamp_millis() <= grace_cut)
                 .map(|l| l.path)
                 .collect(),
+            orphan_outboards: orphans(
+                &self.store().list_outboard_metas().await?,
+                &listed,
+                grace_cut,
+            ),
         };
         let mut kept_data = Vec::new();
         for b in &blobs {
@@ -390,6 +400,7 @@ impl Repo {
             blobs_spared: 0,
             tombstones: 0,
             leftovers_deleted: 0,
+            orphan_outboards_deleted: 0,
             plan: plan.clone(),
         };
         // Tombstones first: the log keeps every expired version's record.
@@ -481,8 +492,30 @@ impl Repo {
                 report.leftovers_deleted += 1;
             }
         }
+        // An outboard is read only with its blob: one whose blob a commit
+        // stored since the plan stays.
+        for id in &plan.orphan_outboards {
+            if !self.store().has_blob(id).await? {
+                self.store().delete_outboard(id).await?;
+                report.orphan_outboards_deleted += 1;
+            }
+        }
         Ok(report)
     }
+}
+
+/// The outboards of `outboards` whose blob is not in `listed`, written
+/// before `grace_cut`.
+fn orphans(
+    outboards: &[tablepin_store::BlobMeta],
+    listed: &HashSet<ObjectId>,
+    grace_cut: i64,
+) -> Vec<ObjectId> {
+    outboards
+        .iter()
+        .filter(|o| !listed.contains(&o.id) && o.last_modified.timestamp_millis() <= grace_cut)
+        .map(|o| o.id)
+        .collect()
 }
 
 #[cfg(test)]
