@@ -35,6 +35,21 @@ def timed(f):
     return time.perf_counter() - t0, out
 
 
+def alternating(cases: dict, runs: int) -> dict[str, float]:
+    """Each case once to warm the page cache and the runtimes, then `runs`
+    rounds of all of them, the order rotated each round; the median
+    seconds of each."""
+    for f in cases.values():
+        f()
+    times = {k: [] for k in cases}
+    names = list(cases)
+    for i in range(runs):
+        n = i % len(names)
+        for k in names[n:] + names[:n]:
+            times[k].append(timed(cases[k])[0])
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=9)
@@ -50,17 +65,10 @@ def main() -> None:
         head = os.path.join(d, "head.parquet")
         cases = {
             "repo.read": lambda: repo.read("sales"),
-            "engine read": lambda: repo._repo.scan("sales", "main"),
+            "engine read": lambda: repo._repo.scan("sales", "main", whole=True),
             "pyarrow.parquet.read_table": lambda: pq.read_table(head),
         }
-        for f in cases.values():  # warm the page cache and the runtime
-            f()
-        times = {k: [] for k in cases}
-        names = list(cases)
-        for i in range(a.runs):
-            for k in names[i % 3:] + names[: i % 3]:
-                times[k].append(timed(cases[k])[0])
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med = alternating(cases, a.runs)
         t = repo.read("sales")
         print(json.dumps({
             "rows": t.num_rows, "nbytes": t.nbytes, "runs": a.runs,

@@ -12,6 +12,8 @@
 
 use std::sync::{Arc, Mutex};
 
+mod handed;
+
 use arrow::array::RecordBatchIterator;
 use arrow::datatypes::SchemaRef;
 use arrow::ffi_stream::ArrowArrayStreamReader;
@@ -590,12 +592,13 @@ impl PyRepo {
                 Ok((at.scan(&table, &opts).await?, at.replaced().cloned()))
             })?;
             let meta = scan_meta(&rev, &read.version, &read.snapshot, replaced);
+            let (schema, batches) = (read.schema, read.batches);
+            let threads = tablepin::format::threads();
+            let batches = py
+                .detach(|| handed::joined(&schema, batches, threads))
+                .map_err(|e| internal("joining the rows read for Python", e))?;
             let handle = ScanHandle::done(read.stats);
-            return Ok((
-                stream(read.schema, read.batches),
-                answer(py, &meta)?,
-                handle,
-            ));
+            return Ok((stream(schema, batches), answer(py, &meta)?, handle));
         }
         let (s, replaced) = run(py, async move {
             let at = repo.snapshot(&at).await?;
