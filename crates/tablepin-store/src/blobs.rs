@@ -150,17 +150,7 @@ impl Store {
         if out.new {
             return Ok(out);
         }
-        self.before_write();
-        let path = layout::blob(&out.id);
-        retried(|_| {
-            self.os.put_opts(
-                &path,
-                PutPayload::from_bytes(bytes.clone()),
-                PutOptions::default(),
-            )
-        })
-        .await
-        .map_err(|e| io(&path, e))?;
+        self.put_over(&layout::blob(&out.id), bytes).await?;
         Ok(out)
     }
 

@@ -177,18 +177,22 @@ impl Store {
     /// Writes a document over whatever it held (the config, when `upgrade`
     /// moves the repository to a newer format).
     pub async fn replace_doc(&self, path: &str, bytes: Bytes) -> Result<()> {
+        self.put_over(&Path::from(path), bytes).await
+    }
+
+    /// Writes an object over whatever it held, atomically, retried.
+    pub(crate) async fn put_over(&self, path: &Path, bytes: Bytes) -> Result<()> {
         self.before_write();
-        let p = Path::from(path);
         retried(|_| {
             self.os.put_opts(
-                &p,
+                path,
                 PutPayload::from_bytes(bytes.clone()),
                 PutOptions::default(),
             )
         })
         .await
         .map(|_| ())
-        .map_err(|e| io(&p, e))
+        .map_err(|e| io(path, e))
     }
 
     /// Reads a document, or `None` when it does not exist.
