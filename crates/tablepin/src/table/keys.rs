@@ -159,6 +159,28 @@ impl KeyCodec {
             )
     }
 
+    /// The one-key [`SortKeys`] of a file's key bound, comparable with
+    /// the keys of rows of `schema` (a single integer or text key).
+    pub(crate) fn bound_keys(&self, schema: &SchemaRef, bound: &KeyBound) -> Result<SortKeys> {
+        if let (true, KeyBound::Int(k)) = (self.is_int(schema), bound) {
+            return Ok(SortKeys::Int(vec![*k]));
+        }
+        let internal = |m: &str| Error::Internal(format!("a key bound {bound:?}: {m}"));
+        let [i] = self.idx[..] else {
+            return Err(internal("the key has more than one column"));
+        };
+        let one: ArrayRef = match bound {
+            KeyBound::Int(k) => Arc::new(arrow::array::Int64Array::from(vec![*k])),
+            KeyBound::Str(s) => Arc::new(arrow::array::StringArray::from(vec![s.as_str()])),
+        };
+        let one = arrow::compute::cast(&one, schema.field(i).data_type())
+            .map_err(Error::arrow("reading a key bound"))?;
+        self.converter
+            .convert_columns(&[one])
+            .map(SortKeys::Rows)
+            .map_err(Error::arrow("encoding a key bound"))
+    }
+
     /// The sortable keys of several batches, in order.
     pub(crate) fn sort_keys(&self, batches: &[RecordBatch]) -> Result<SortKeys> {
         let Some(first) = batches.first() else {

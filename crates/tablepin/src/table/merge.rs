@@ -213,6 +213,10 @@ pub(crate) struct MergeIter {
     schema: SchemaRef,
     codec: KeyCodec,
     cursors: Vec<Cursor>,
+    /// Give only rows whose key is below this one (a single key), the
+    /// inputs that may hold smaller keys being all open: a read in stages
+    /// (`window::Stage`) sets it as it adds each stage's files.
+    below: Option<SortKeys>,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     ready: std::collections::VecDeque<RecordBatch>,
@@ -228,13 +232,26 @@ impl MergeIter {
             schema: schema.clone(),
             codec,
             cursors,
+            below: None,
             pending: Vec::new(),
             pending_rows: 0,
             ready: Default::default(),
         })
     }
 
-    /// The next run of rows, in key order; `None` when every input is done.
+    /// Adds inputs (sorted, as the others) and sets the key below which
+    /// rows may be given (`None`: all of them); the iterator, which ended
+    /// at the previous bound, then goes on from where it stopped.
+    pub(crate) fn extend(&mut self, inputs: Vec<Batches>, below: Option<SortKeys>) -> Result<()> {
+        for input in inputs {
+            self.cursors.extend(Cursor::next_of(input, &self.codec)?);
+        }
+        self.below = below;
+        Ok(())
+    }
+
+    /// The next run of rows, in key order; `None` when every input is done
+    /// or the next key is not below the bound.
     fn run(&mut self) -> Result<Option<RecordBatch>> {
         let Some(min) = (0..self.cursors.len()).min_by(|&a, &b| {
             let (a, b) = (&self.cursors[a], &self.cursors[b]);
@@ -243,14 +260,25 @@ impl MergeIter {
             return Ok(None);
         };
         let c = &self.cursors[min];
+        let bound = self
+            .below
+            .as_ref()
+            .filter(|b| !b.is_empty())
+            .map(|b| b.get(0));
+        if bound.is_some_and(|b| c.keys.get(c.pos) >= b) {
+            return Ok(None);
+        }
         let next = (0..self.cursors.len())
             .filter(|&j| j != min)
             .map(|j| self.cursors[j].keys.get(self.cursors[j].pos))
             .min();
-        let end = match next {
+        let mut end = match next {
             None => c.keys.len(),
             Some(k) => c.keys.first_above(c.pos + 1, k),
         };
+        if let Some(b) = bound {
+            end = end.min(c.keys.first_not_below(b));
+        }
         let run = c.batch.slice(c.pos, end - c.pos);
         if end < c.keys.len() {
             self.cursors[min].pos = end;
@@ -388,5 +416,97 @@ mod tests {
         let mut sorted = ids(&out);
         sorted.sort_unstable();
         assert_eq!(ids(&out), sorted);
+    }
+
+    fn input(batches: Vec<RecordBatch>) -> Batches {
+        Box::new(batches.into_iter().map(Ok))
+    }
+
+    /// Read in stages (inputs added as the read reaches their smallest
+    /// key), the merge gives only rows below each stage's bound, and in all
+    /// the rows and order of one merge of every input.
+    #[test]
+    fn a_merge_in_stages_stops_at_each_bound_and_equals_the_whole_merge() {
+        let schema = b(&[]).schema();
+        let codec = || KeyCodec::new(&schema, vec![0]).unwrap();
+        let spanning = vec![b(&[3, 30, 60]), b(&[90])];
+        let stages = vec![
+            (
+                vec![spanning.clone(), vec![b(&(0..25).collect::<Vec<_>>())]],
+                Some(25),
+            ),
+            (
+                vec![vec![b(&(25..50).collect::<Vec<_>>())], vec![b(&[50, 74])]],
+                Some(75),
+            ),
+            (
+                vec![vec![b(&(75..100).step_by(3).collect::<Vec<_>>())]],
+                None,
+            ),
+        ];
+        let all: Vec<Vec<RecordBatch>> = stages.iter().flat_map(|(i, _)| i.clone()).collect();
+        let whole = merge_sorted(&schema, all, &codec()).unwrap();
+        let mut m = MergeIter::new(&schema, Vec::new(), codec()).unwrap();
+        let mut out = Vec::new();
+        for (inputs, below) in stages {
+            let bound = below.map(|k| SortKeys::Int(vec![k]));
+            m.extend(inputs.into_iter().map(input).collect(), bound)
+                .unwrap();
+            let given: Vec<RecordBatch> = m.by_ref().collect::<Result<_>>().unwrap();
+            if let Some(k) = below {
+                assert!(
+                    ids(&given).iter().all(|&v| v < k),
+                    "{below:?}: {:?}",
+                    ids(&given)
+                );
+            }
+            out.extend(given);
+        }
+        assert_eq!(ids(&out), ids(&whole));
+        assert_eq!(ids(&out).len(), 25 + 25 + 2 + 9 + 4);
+    }
+
+    /// A text key's bound compares with the rows' keys as the keys do.
+    #[test]
+    fn a_text_bound_stops_a_merge_of_text_keys() {
+        use arrow::array::StringArray;
+        let s = |v: &[&str]| {
+            RecordBatch::try_from_iter(vec![(
+                "k",
+                Arc::new(StringArray::from(v.to_vec())) as ArrayRef,
+            )])
+            .unwrap()
+        };
+        let schema = s(&[]).schema();
+        let codec = KeyCodec::new(&schema, vec![0]).unwrap();
+        let bound = codec
+            .bound_keys(&schema, &tablepin_format::KeyBound::Str("m".into()))
+            .unwrap();
+        let mut m = MergeIter::new(&schema, Vec::new(), codec).unwrap();
+        m.extend(
+            vec![
+                input(vec![s(&["a", "m", "z"])]),
+                input(vec![s(&["b", "l"])]),
+            ],
+            Some(bound),
+        )
+        .unwrap();
+        let given: Vec<RecordBatch> = m.by_ref().collect::<Result<_>>().unwrap();
+        let text: Vec<String> = given
+            .iter()
+            .flat_map(|b| {
+                let c = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .clone();
+                c.iter().map(|v| v.unwrap().to_string()).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(text, vec!["a", "b", "l"]);
+        m.extend(Vec::new(), None).unwrap();
+        let rest: usize = m.map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(rest, 2);
     }
 }

@@ -112,18 +112,56 @@ impl Spans {
         }
     }
 
-    /// Every group's files, in key order (a keyed read merges one group at
-    /// a time: `table::scan`).
-    pub(crate) fn groups(self) -> Vec<Vec<usize>> {
-        self.spans
-            .into_iter()
-            .map(|(_, _, mut files)| {
-                files.sort_unstable();
-                files
-            })
-            .collect()
+    /// The stages of a keyed read that merges `files` (the files these
+    /// spans were made of) in key order: each group of overlapping files,
+    /// and a group whose files hold more than `max_bytes` cut before a file
+    /// where its files so far, by smallest key, reach that (at least one
+    /// file a stage). A stage's rows below the next stage's smallest key
+    /// can be given once its files are open: no later file holds a smaller
+    /// one. So a read holds the files that span the key it is at (a weekly
+    /// file of changes across the whole range, say) and one stage's files,
+    /// not a whole group that every later change overlaps (`table::scan`).
+    pub(crate) fn stages(self, files: &[FileEntry], max_bytes: u64) -> Vec<Stage> {
+        let mut out: Vec<Stage> = Vec::new();
+        for (_, _, members) in self.spans {
+            let mut bytes = 0u64;
+            let mut stage: Vec<usize> = Vec::new();
+            for i in members {
+                if !stage.is_empty() && bytes.saturating_add(files[i].bytes) > max_bytes {
+                    out.push(Stage::new(std::mem::take(&mut stage)));
+                    bytes = 0;
+                }
+                bytes = bytes.saturating_add(files[i].bytes);
+                stage.push(i);
+            }
+            out.push(Stage::new(stage));
+        }
+        let firsts: Vec<Option<KeyBound>> = out
+            .iter()
+            .map(|s| s.files.first().and_then(|&i| files[i].key_min.clone()))
+            .collect();
+        for (stage, next) in out.iter_mut().zip(firsts.into_iter().skip(1)) {
+            stage.below = next;
+        }
+        out
     }
+}
 
+/// Files a keyed read opens together, and the key below which every row
+/// they and the files before them hold can be given; `None`: every row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stage {
+    pub(crate) files: Vec<usize>,
+    pub(crate) below: Option<KeyBound>,
+}
+
+impl Stage {
+    fn new(files: Vec<usize>) -> Self {
+        Self { files, below: None }
+    }
+}
+
+impl Spans {
     /// The parent files of the groups a window ending at `upper` holds
     /// (the groups after the previous window's, up to `upper`), ascending.
     pub(crate) fn take(&mut self, upper: &Upper) -> Vec<usize> {
@@ -294,6 +332,37 @@ mod tests {
         // The last window takes every group left.
         assert_eq!(s.take(&Upper::Open), vec![3]);
         assert_eq!(s.take(&Upper::Open), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_large_group_is_read_in_stages_by_smallest_key() {
+        // One group: a file spanning everything (a weekly file of changes)
+        // and four disjoint files of 10 bytes each; then a group apart.
+        let mut files = vec![file(0, 99), file(0, 24), file(25, 49), file(50, 74)];
+        files.push(file(75, 99));
+        files.push(file(200, 209));
+        for f in &mut files {
+            f.bytes = 10;
+        }
+        let stage = |f: &[usize], below: Option<i64>| Stage {
+            files: f.to_vec(),
+            below: below.map(KeyBound::Int),
+        };
+        // At most 20 bytes a stage: the spanning file opens with the first.
+        assert_eq!(
+            Spans::of(&files).unwrap().stages(&files, 20),
+            vec![
+                stage(&[0, 1], Some(25)),
+                stage(&[2, 3], Some(75)),
+                stage(&[4], Some(200)),
+                stage(&[5], None),
+            ]
+        );
+        // A budget the group fits in: one stage a group, as before.
+        assert_eq!(
+            Spans::of(&files).unwrap().stages(&files, 1000),
+            vec![stage(&[0, 1, 2, 3, 4], Some(200)), stage(&[5], None)]
+        );
     }
 
     #[test]

@@ -25,9 +25,12 @@
 //!   table. Unordered (an unkeyed table, chosen files, a query engine that
 //!   sorts for itself), file by file, a few at a time; a keyed table in key
 //!   order, merged as its files decode a batch at a time
-//!   (`merge::MergeIter`), one group of files whose key ranges overlap at a
-//!   time, the next group read meanwhile (after `compact`, a group is a
-//!   file).
+//!   (`merge::MergeIter`), a stage of files at a time, the next stage read
+//!   meanwhile: a group of files whose key ranges overlap (after `compact`,
+//!   a file), and a large group cut by smallest key
+//!   (`window::Spans::stages`), each stage giving the rows below the next
+//!   one's smallest key, so that a file of changes spanning the whole key
+//!   range does not make the read hold every file.
 //! - **Picked** ([`picked`]): rows chosen by where they are stored, not by
 //!   what they hold: `diff`'s read of the positions two versions do not
 //!   share (a merge's too), and the Delta view's rewrite of a file without

@@ -14,8 +14,10 @@ use tablepin_store::Store;
 use super::{ScanPlan, ScanRequest};
 use crate::error::Result;
 use crate::table::datafile::{DataFile, Select};
+use crate::table::keys::SortKeys;
 use crate::table::merge::{Batches, MergeIter};
-use crate::table::{dv, keys, window, ReadStats, ScanOptions};
+use crate::table::window::{self, Stage};
+use crate::table::{dv, keys, ReadStats, ScanOptions};
 
 /// A plan being executed: its files' deletion vectors loaded, and what it
 /// read so far.
@@ -220,10 +222,16 @@ pub(crate) async fn open(
     })
 }
 
+/// What a stage of a keyed read may hold of the files it opens at once
+/// (their stored bytes): a group of overlapping files larger than this is
+/// read in stages (`window::Spans::stages`).
+const STAGE_BYTES: u64 = 64 << 20;
+
 /// [`open`] of a keyed table: the files merged by key as they decode, a
-/// group of files whose key ranges overlap at a time, in key order (the
-/// next group read meanwhile), so that memory holds a group's files and
-/// not the table's.
+/// stage of files at a time in key order (a group of files whose key ranges
+/// overlap, cut where it is large), the next stage read meanwhile, so that
+/// memory holds the files that span the key the read is at and not the
+/// table's.
 async fn merged(store: Arc<Store>, plan: ScanPlan) -> Result<RowStream> {
     let scan = Arc::new(Scan::open(store, plan).await?);
     if let Ok(mut s) = scan.stats.lock() {
@@ -232,23 +240,36 @@ async fn merged(store: Arc<Store>, plan: ScanPlan) -> Result<RowStream> {
             s.rows_decoded += f.rows - dv.as_ref().map_or(0, |d| d.len().min(f.rows));
         }
     }
-    let groups = match window::Spans::of(&scan.plan.files) {
-        Some(spans) => spans.groups(),
-        None => vec![(0..scan.files()).collect()],
+    let stages = match window::Spans::of(&scan.plan.files) {
+        Some(spans) => spans.stages(&scan.plan.files, STAGE_BYTES),
+        None => vec![Stage {
+            files: (0..scan.files()).collect(),
+            below: None,
+        }],
     };
-    let group_scan = scan.clone();
-    let merged = stream::iter(groups)
-        .map(move |files| {
-            let scan = group_scan.clone();
-            async move { merge_group(&scan, &files).await }
+    let schema = &scan.plan.read.schema;
+    let codec = keys::KeyCodec::new(schema, scan.plan.order.clone().unwrap_or_default())?;
+    let merge = Arc::new(Mutex::new(MergeIter::new(schema, Vec::new(), codec)?));
+    let stage_scan = scan.clone();
+    let merged = stream::iter(stages)
+        .map(move |stage| {
+            let scan = stage_scan.clone();
+            async move { open_stage(&scan, stage).await }
         })
         .buffered(2)
-        .flat_map(|group| match group {
-            Ok(rows) => stream::iter(rows).boxed(),
-            Err(e) => stream::once(async move { Err(e) }).boxed(),
+        .flat_map(move |opened| {
+            let given = opened.and_then(|(inputs, below)| {
+                let mut m = merge.lock().map_err(|_| poisoned())?;
+                m.extend(inputs, below)?;
+                Ok(Drain(merge.clone()))
+            });
+            match given {
+                Ok(rows) => stream::iter(rows).boxed(),
+                Err(e) => stream::once(async move { Err(e) }).boxed(),
+            }
         });
     let kept = scan.clone();
-    // Ends at the limit (which stops the reading of further groups).
+    // Ends at the limit (which stops the reading of further stages).
     let rows = merged
         .scan(scan.plan.limit, move |left, b| {
             if *left == Some(0) {
@@ -277,10 +298,29 @@ async fn merged(store: Arc<Store>, plan: ScanPlan) -> Result<RowStream> {
     })
 }
 
-/// The files `files` of a keyed scan read, verified and opened, and
-/// merged by key.
-async fn merge_group(scan: &Scan, files: &[usize]) -> Result<MergeIter> {
+fn poisoned() -> crate::error::Error {
+    crate::error::Error::Internal("a keyed read's merge failed in another thread".into())
+}
+
+/// A keyed read's merge, given until the bound of the stage last added.
+struct Drain(Arc<Mutex<MergeIter>>);
+
+impl Iterator for Drain {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.0.lock() {
+            Ok(mut m) => m.next(),
+            Err(_) => Some(Err(poisoned())),
+        }
+    }
+}
+
+/// The files of a stage of a keyed read, read, verified and opened as
+/// sorted inputs of its merge, and the bound of the stage's key.
+async fn open_stage(scan: &Scan, stage: Stage) -> Result<(Vec<Batches>, Option<SortKeys>)> {
     let schema = &scan.plan.read.schema;
+    let files = &stage.files;
     let ids: Vec<ObjectId> = files.iter().map(|i| scan.plan.files[*i].data).collect();
     let opened = scan
         .store
@@ -292,6 +332,9 @@ async fn merge_group(scan: &Scan, files: &[usize]) -> Result<MergeIter> {
         inputs.push(Box::new(file.batches(schema, Select::Live(dv), None)?));
     }
     let key = scan.plan.order.clone().unwrap_or_default();
-    let codec = keys::KeyCodec::new(schema, key)?;
-    MergeIter::new(schema, inputs, codec)
+    let below = match &stage.below {
+        Some(b) => Some(keys::KeyCodec::new(schema, key)?.bound_keys(schema, b)?),
+        None => None,
+    };
+    Ok((inputs, below))
 }
