@@ -35,8 +35,13 @@ const GROUP: BlockSize = BlockSize::from_chunk_log(4);
 /// Bytes per chunk group.
 pub const GROUP_BYTES: u64 = 16 * 1024;
 
-/// Ranges fewer than this many bytes apart are fetched as one: a request to
-/// a bucket costs about what this many bytes cost to download.
+/// Ranges of a blob in a bucket fewer than this many bytes apart are
+/// fetched as one: a request to a bucket costs about what this many bytes
+/// cost to download. A local folder joins only touching ranges
+/// ([`Store::join_below`]): a read there costs its bytes, not a request
+/// (as `object_store`'s own local store does not join ranges either), and
+/// joining the pages of one row's columns, a column chunk apart, read
+/// several times the bytes of the pages.
 pub const JOIN_BELOW: u64 = 256 * 1024;
 
 /// Blobs of this size and more are stored with an outboard; a smaller one
@@ -57,8 +62,9 @@ pub fn outboard(bytes: &[u8]) -> (ObjectId, Bytes) {
 
 /// The byte ranges to fetch of a blob of `size` bytes for the ranges
 /// `wanted`: each rounded out to whole chunk groups and cut at the blob's
-/// end, sorted, and those less than [`JOIN_BELOW`] apart joined. No I/O.
-pub fn fetch_plan(size: u64, wanted: &[Range<u64>]) -> Vec<Range<u64>> {
+/// end, sorted, and those less than `join_below` bytes apart joined
+/// ([`Store::join_below`]). No I/O.
+pub fn fetch_plan(size: u64, wanted: &[Range<u64>], join_below: u64) -> Vec<Range<u64>> {
     let mut groups: Vec<Range<u64>> = wanted
         .iter()
         .filter(|r| r.start < r.end.min(size))
@@ -72,7 +78,7 @@ pub fn fetch_plan(size: u64, wanted: &[Range<u64>]) -> Vec<Range<u64>> {
     let mut out: Vec<Range<u64>> = Vec::with_capacity(groups.len());
     for g in groups {
         match out.last_mut() {
-            Some(last) if g.start <= last.end.saturating_add(JOIN_BELOW) => {
+            Some(last) if g.start <= last.end.saturating_add(join_below) => {
                 last.end = last.end.max(g.end)
             }
             _ => out.push(g),
@@ -274,6 +280,18 @@ impl Store {
         }
     }
 
+    /// How far apart two ranges of a blob may be and still be fetched as
+    /// one ([`fetch_plan`]): [`JOIN_BELOW`] for a bucket (and a store
+    /// behind the `testing` layers, which stand for one), 0 for a local
+    /// folder or memory, where a request costs nothing but its bytes.
+    pub fn join_below(&self) -> u64 {
+        if self.inline_reads {
+            0
+        } else {
+            JOIN_BELOW
+        }
+    }
+
     /// Byte ranges of an opened blob, each verified against its name:
     /// through its outboard, only the chunk groups that hold the ranges
     /// are fetched, nearby ones in one request; a blob read whole is
@@ -288,7 +306,7 @@ impl Store {
             Held::Whole(bytes) => return Ok(cut(&[(0, bytes.clone())], &wanted)),
             Held::Outboard(ob) => ob,
         };
-        let fetch = fetch_plan(blob.size, &wanted);
+        let fetch = fetch_plan(blob.size, &wanted, self.join_below());
         if fetch.is_empty() {
             return Ok(wanted.iter().map(|_| Bytes::new()).collect());
         }
@@ -462,21 +480,26 @@ mod tests {
         let size = 100 * g + 100;
         // Two ranges in one group, one a little further: one fetch.
         assert_eq!(
-            fetch_plan(size, &[10..20, 30..40, 2 * g + 5..2 * g + 6]),
+            fetch_plan(size, &[10..20, 30..40, 2 * g + 5..2 * g + 6], JOIN_BELOW),
             vec![0..3 * g]
         );
         // Far apart: two fetches, in order, whatever the order asked.
         let far = 60 * g;
         assert_eq!(
-            fetch_plan(size, &[far..far + 1, 0..1]),
+            fetch_plan(size, &[far..far + 1, 0..1], JOIN_BELOW),
             vec![0..g, far..far + g]
         );
         // The last group is short; a range past the end is cut or dropped.
         assert_eq!(
-            fetch_plan(size, &[size - 1..size + 50]),
+            fetch_plan(size, &[size - 1..size + 50], JOIN_BELOW),
             vec![100 * g..size]
         );
-        assert!(fetch_plan(size, &[size + 1..size + 9, 5..5]).is_empty());
+        assert!(fetch_plan(size, &[size + 1..size + 9, 5..5], JOIN_BELOW).is_empty());
+        // Joined only when touching, as a local folder reads them.
+        assert_eq!(
+            fetch_plan(size, &[10..20, g + 1..g + 2, 3 * g..3 * g + 1], 0),
+            vec![0..2 * g, 3 * g..4 * g]
+        );
     }
 
     #[tokio::test]
@@ -521,7 +544,7 @@ mod tests {
         let (id, ob) = outboard(&bytes);
         assert_eq!(id, ObjectId::of(&bytes));
         let size = bytes.len() as u64;
-        let whole = fetch_plan(size, &[0..size]);
+        let whole = fetch_plan(size, &[0..size], JOIN_BELOW);
         let pieces = |b: &Bytes| -> Vec<(u64, Bytes)> {
             (whole.iter())
                 .map(|r| (r.start, b.slice(r.start as usize..r.end as usize)))
@@ -539,7 +562,7 @@ mod tests {
                 "byte {at}"
             );
             // A read of only that byte's group finds it too.
-            let one = fetch_plan(size, &[at as u64..at as u64 + 1]);
+            let one = fetch_plan(size, &[at as u64..at as u64 + 1], 0);
             let piece: Vec<(u64, Bytes)> = (one.iter())
                 .map(|r| {
                     (

@@ -204,12 +204,14 @@ impl RangedFile {
             .unwrap_or_else(|| std::iter::once(0..size).collect());
         // Whole chunk groups, as the store fetches them, and none fetched
         // already.
-        let wanted: Vec<Range<u64>> = (tablepin_store::ranged::fetch_plan(size, &needed))
-            .into_iter()
-            .filter(|r| {
-                !(self.pieces.iter()).any(|(at, b)| *at <= r.start && r.end <= at + b.len() as u64)
-            })
-            .collect();
+        let wanted: Vec<Range<u64>> =
+            (tablepin_store::ranged::fetch_plan(size, &needed, store.join_below()))
+                .into_iter()
+                .filter(|r| {
+                    !(self.pieces.iter())
+                        .any(|(at, b)| *at <= r.start && r.end <= at + b.len() as u64)
+                })
+                .collect();
         if wanted.is_empty() {
             return Ok(());
         }
