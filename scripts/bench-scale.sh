@@ -31,7 +31,11 @@ step() { # NAME COMMAND...: one line, NAME wall-seconds peak-MB
   /usr/bin/time -f "%M" -o peak.txt "$@" >/dev/null 2>step.err || { cat step.err >&2; exit 1; }
   t1=$(date +%s%N)
   kb=$(tail -1 peak.txt)
-  printf '%-36s %9.3f s %7d MB\n' "$name" "$(echo "($t1 - $t0) / 1000000000" | bc -l)" $((kb / 1024))
+  # With --stats, the bytes the command's store read (its GETs).
+  local read
+  read=$(sed -n 's/.* GET (\([0-9]*\) bytes.*/\1/p' step.err | tail -1)
+  printf '%-36s %9.3f s %7d MB%s\n' "$name" "$(echo "($t1 - $t0) / 1000000000" | bc -l)" $((kb / 1024)) \
+    "${read:+, read $((read / 1024)) kB}"
 }
 
 weekly() { # SOURCE ROWS WEEK OUT: 10,000 new rows after ROWS+10,000*(WEEK-1), 150 changed
@@ -71,7 +75,9 @@ for w in $(seq 1 "$weeks"); do
   weekly small.parquet 1000000 "$w" "week-small-$w.parquet"
 done
 for w in $(seq 1 "$weeks"); do
-  step "weekly $w, 1,000,000 rows" "$tp" --repo small commit sales "week-small-$w.parquet" --mode upsert
-  step "weekly $w, $rows rows" "$tp" --repo repo commit sales "week-big-$w.parquet" --mode upsert
+  step "weekly $w, 1,000,000 rows" "$tp" --stats --repo small commit sales "week-small-$w.parquet" --mode upsert
+  step "weekly $w, $rows rows" "$tp" --stats --repo repo commit sales "week-big-$w.parquet" --mode upsert
 done
 "$tp" --repo repo verify >/dev/null && echo "verify after the weekly commits: ok"
+# The head after the weekly commits, whose files overlap, read whole.
+step "export the head after $weeks weeks" "$tp" --repo repo export main sales -o head.parquet
