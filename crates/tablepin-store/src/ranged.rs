@@ -311,18 +311,28 @@ impl Store {
             return Ok(wanted.iter().map(|_| Bytes::new()).collect());
         }
         let path = layout::blob(&blob.id);
-        // Each range its own request, at once: `get_ranges` would join
-        // ranges up to 1 MiB apart, reading far more than the pages asked
-        // for; `fetch_plan` joins them where a request costs more.
-        let got = futures::future::try_join_all(fetch.iter().map(|r| {
-            let path = &path;
-            async move {
-                retried(|_| self.os.get_range(path, r.clone()))
-                    .await
-                    .map_err(|e| io(path, e))
-            }
-        }))
-        .await?;
+        let got = if self.inline_reads {
+            // A local folder reads them all from one open file in one
+            // blocking task (a task and an open each cost more than a
+            // page's bytes).
+            retried(|_| self.os.get_ranges(&path, &fetch))
+                .await
+                .map_err(|e| io(&path, e))?
+        } else {
+            // Each range its own request, at once: a bucket's `get_ranges`
+            // would join ranges up to 1 MiB apart, reading far more than the
+            // pages asked for; `fetch_plan` joins them where a request
+            // costs more.
+            futures::future::try_join_all(fetch.iter().map(|r| {
+                let path = &path;
+                async move {
+                    retried(|_| self.os.get_range(path, r.clone()))
+                        .await
+                        .map_err(|e| io(path, e))
+                }
+            }))
+            .await?
+        };
         let pieces: Vec<(u64, Bytes)> = fetch.iter().map(|r| r.start).zip(got).collect();
         match check_pieces(&blob.id, ob, &pieces) {
             Ok(()) => Ok(cut(&pieces, &wanted)),
