@@ -56,7 +56,8 @@ pub use ids::{IdParseError, ObjectId, VersionId};
 pub use manifest::{
     decode_manifest, encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, Checks,
     DeletionVector, ErasedFingerprint, FileEntry, Formatted, KeyBound, RefEntry, RefHold, RefKind,
-    TableChange, TableSnapshot, Tombstone, Version, FORMAT_VERSION, REPO_FORMAT,
+    TableChange, TableSnapshot, Tombstone, Version, FORMAT_VERSION, OUTBOARDS_FROM_FORMAT,
+    REPO_FORMAT,
 };
 
 /// Errors of decoding stored bytes. Encoding cannot fail for these types

@@ -29,6 +29,10 @@ pub const FORMAT_VERSION: u32 = 2;
 /// upgrade` takes a repository of format 1 or 2 to 3.
 pub const REPO_FORMAT: u32 = 3;
 
+/// The first repository format that promises an outboard for every blob
+/// of 1 MiB or more (what `verify` asks of a repository from it on).
+pub const OUTBOARDS_FROM_FORMAT: u32 = 3;
+
 /// Implemented by every encoded object: the format number it was written with.
 pub trait Formatted {
     /// The `format` field.

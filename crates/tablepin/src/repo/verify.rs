@@ -110,10 +110,12 @@ pub struct VerifyReport {
 }
 
 /// The problem of a blob that lacks the outboard its repository's format
-/// promises (format 3: every blob of 1 MiB or more has one), if it does.
+/// promises (from [`tablepin_format::OUTBOARDS_FROM_FORMAT`] on: every blob
+/// of 1 MiB or more has one), if it does.
 /// Not damage of the blob: a read of it reads it whole.
 fn missing_outboard(format: u32, id: &ObjectId, checked: &Checked) -> Option<String> {
-    let promised = format >= 3 && checked.size >= OUTBOARD_FROM as u64;
+    let promised =
+        format >= tablepin_format::OUTBOARDS_FROM_FORMAT && checked.size >= OUTBOARD_FROM as u64;
     (promised && !checked.outboard).then(|| {
         format!(
             "blob {id} ({} bytes) has no outboard, which a repository of format {format} keeps \
