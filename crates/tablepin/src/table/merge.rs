@@ -28,6 +28,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::error::{Error, Result};
 use crate::table::keys::{KeyCodec, KeyRef, SortKeys};
+use tablepin_format::KeyBound;
 
 /// One sorted input: its batches and the key rows of all of them.
 struct Source {
@@ -242,11 +243,14 @@ impl MergeIter {
     /// Adds inputs (sorted, as the others) and sets the key below which
     /// rows may be given (`None`: all of them); the iterator, which ended
     /// at the previous bound, then goes on from where it stopped.
-    pub(crate) fn extend(&mut self, inputs: Vec<Batches>, below: Option<SortKeys>) -> Result<()> {
+    pub(crate) fn extend(&mut self, inputs: Vec<Batches>, below: Option<&KeyBound>) -> Result<()> {
         for input in inputs {
             self.cursors.extend(Cursor::next_of(input, &self.codec)?);
         }
-        self.below = below;
+        self.below = match below {
+            Some(b) => Some(self.codec.bound_keys(&self.schema, b)?),
+            None => None,
+        };
         Ok(())
     }
 
@@ -449,8 +453,8 @@ mod tests {
         let mut m = MergeIter::new(&schema, Vec::new(), codec()).unwrap();
         let mut out = Vec::new();
         for (inputs, below) in stages {
-            let bound = below.map(|k| SortKeys::Int(vec![k]));
-            m.extend(inputs.into_iter().map(input).collect(), bound)
+            let bound = below.map(KeyBound::Int);
+            m.extend(inputs.into_iter().map(input).collect(), bound.as_ref())
                 .unwrap();
             let given: Vec<RecordBatch> = m.by_ref().collect::<Result<_>>().unwrap();
             if let Some(k) = below {
@@ -479,16 +483,14 @@ mod tests {
         };
         let schema = s(&[]).schema();
         let codec = KeyCodec::new(&schema, vec![0]).unwrap();
-        let bound = codec
-            .bound_keys(&schema, &tablepin_format::KeyBound::Str("m".into()))
-            .unwrap();
+        let bound = KeyBound::Str("m".into());
         let mut m = MergeIter::new(&schema, Vec::new(), codec).unwrap();
         m.extend(
             vec![
                 input(vec![s(&["a", "m", "z"])]),
                 input(vec![s(&["b", "l"])]),
             ],
-            Some(bound),
+            Some(&bound),
         )
         .unwrap();
         let given: Vec<RecordBatch> = m.by_ref().collect::<Result<_>>().unwrap();

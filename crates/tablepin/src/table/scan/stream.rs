@@ -8,13 +8,12 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use futures::stream::{self, BoxStream, StreamExt};
 use roaring::RoaringBitmap;
-use tablepin_format::{ObjectId, TableSnapshot};
+use tablepin_format::{KeyBound, ObjectId, TableSnapshot};
 use tablepin_store::Store;
 
 use super::{ScanPlan, ScanRequest};
 use crate::error::Result;
 use crate::table::datafile::{DataFile, Select};
-use crate::table::keys::SortKeys;
 use crate::table::merge::{Batches, MergeIter};
 use crate::table::window::{self, Stage};
 use crate::table::{dv, keys, ReadStats, ScanOptions};
@@ -260,7 +259,7 @@ async fn merged(store: Arc<Store>, plan: ScanPlan, stage_bytes: u64) -> Result<R
         .flat_map(move |opened| {
             let given = opened.and_then(|(inputs, below)| {
                 let mut m = merge.lock().map_err(|_| poisoned())?;
-                m.extend(inputs, below)?;
+                m.extend(inputs, below.as_ref())?;
                 Ok(Drain(merge.clone()))
             });
             match given {
@@ -317,8 +316,8 @@ impl Iterator for Drain {
 }
 
 /// The files of a stage of a keyed read, read, verified and opened as
-/// sorted inputs of its merge, and the bound of the stage's key.
-async fn open_stage(scan: &Scan, stage: Stage) -> Result<(Vec<Batches>, Option<SortKeys>)> {
+/// sorted inputs of its merge, and the key the stage's rows lie below.
+async fn open_stage(scan: &Scan, stage: Stage) -> Result<(Vec<Batches>, Option<KeyBound>)> {
     let schema = &scan.plan.read.schema;
     let files = &stage.files;
     let ids: Vec<ObjectId> = files.iter().map(|i| scan.plan.files[*i].data).collect();
@@ -331,12 +330,7 @@ async fn open_stage(scan: &Scan, stage: Stage) -> Result<(Vec<Batches>, Option<S
         let dv = scan.dvs[*i].as_ref();
         inputs.push(Box::new(file.batches(schema, Select::Live(dv), None)?));
     }
-    let key = scan.plan.order.clone().unwrap_or_default();
-    let below = match &stage.below {
-        Some(b) => Some(keys::KeyCodec::new(schema, key)?.bound_keys(schema, b)?),
-        None => None,
-    };
-    Ok((inputs, below))
+    Ok((inputs, stage.below))
 }
 
 #[cfg(test)]
