@@ -1,6 +1,7 @@
 //! Repositories written by every format this build reads, kept under
 //! `tests/fixtures/` (as fjall keeps `test_fixture/v1`): format 1, before
-//! deletion-vector packs, format 2, before outboards, and format 3, now.
+//! deletion-vector packs, format 2, before outboards, format 3, with
+//! outboards of 16 KiB chunk groups, and format 4, now.
 //! Every later build must read each, verify it, find what the writing
 //! build found at each ref (`expected.json`), and extend it, as it is and
 //! once `upgrade`d. `tests/fixtures/make.sh` wrote them.
@@ -36,17 +37,17 @@ fn reads_verifies_and_extends(format: u32, upgrade: bool) {
         let dry = json(&p.run(&["--json", "upgrade", "--dry-run"]));
         assert_eq!(
             (dry["plan"]["from"].as_u64(), dry["plan"]["to"].as_u64()),
-            (Some(format.into()), Some(3))
+            (Some(format.into()), Some(4))
         );
         let done = json(&p.run(&["--json", "upgrade"]));
         assert_eq!(
             (done["from"].as_u64(), done["to"].as_u64()),
-            (Some(format.into()), Some(3))
+            (Some(format.into()), Some(4))
         );
         let config: serde_json::Value =
             serde_json::from_slice(&std::fs::read(p.file(".tablepin/meta/config.json")).unwrap())
                 .unwrap();
-        assert_eq!(config["format"], 3, "format {format} upgraded");
+        assert_eq!(config["format"], 4, "format {format} upgraded");
     }
 
     let v = p.run(&["verify", "--erased"]);
@@ -116,6 +117,12 @@ fn a_format_2_repository_reads_verifies_and_extends() {
 #[test]
 fn a_format_3_repository_reads_verifies_and_extends() {
     reads_verifies_and_extends(3, false);
+    reads_verifies_and_extends(3, true);
+}
+
+#[test]
+fn a_format_4_repository_reads_verifies_and_extends() {
+    reads_verifies_and_extends(4, false);
 }
 
 /// docs/compatibility.md's table of formats lists exactly the formats that

@@ -57,7 +57,7 @@ pub use manifest::{
     decode_manifest, encode_manifest, AuditMovedRef, AuditRecord, AuditVersion, Checks,
     DeletionVector, ErasedFingerprint, FileEntry, Formatted, KeyBound, RefEntry, RefHold, RefKind,
     TableChange, TableSnapshot, Tombstone, Version, FORMAT_VERSION, OUTBOARDS_FROM_FORMAT,
-    REPO_FORMAT,
+    REPO_FORMAT, SMALL_GROUPS_FROM_FORMAT,
 };
 
 /// Errors of decoding stored bytes. Encoding cannot fail for these types

@@ -92,7 +92,8 @@ impl Store {
     /// first (one hashing gives both its name and the outboard), so that a
     /// stored large blob always has one for ranged reads.
     pub async fn put_blob(&self, bytes: Bytes) -> Result<PutOutcome> {
-        let outboard = (bytes.len() >= ranged::OUTBOARD_FROM).then(|| ranged::outboard(&bytes));
+        let outboard = (bytes.len() >= ranged::OUTBOARD_FROM)
+            .then(|| ranged::outboard(&bytes, self.outboard_log));
         let id = match &outboard {
             Some((id, _)) => *id,
             None => ObjectId::of(&bytes),

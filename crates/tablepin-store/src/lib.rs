@@ -250,6 +250,9 @@ pub struct Store {
     /// leave a temporary file that `object_store` does not list (see
     /// [`Store::leftovers`]).
     local_root: Option<std::path::PathBuf>,
+    /// The chunk group of the outboards written (2^log chunks; see
+    /// [`ranged`]): format 3's until the repository says it is format 4.
+    outboard_log: u8,
 }
 
 /// A temporary file an interrupted write left behind.
@@ -386,6 +389,7 @@ impl Store {
             fault_after: None,
             inline_reads: false,
             local_root: None,
+            outboard_log: ranged::GROUP_LOG_FORMAT3,
         }
     }
 

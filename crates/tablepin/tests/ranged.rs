@@ -169,6 +169,9 @@ async fn a_damaged_outboard_or_page_stops_the_look_up_and_names_its_blob() {
     );
 }
 
+/// The format `init` writes.
+const NEWEST: u32 = tablepin::format::REPO_FORMAT;
+
 /// A repository of format 2 (its large blob stored without an outboard, as
 /// a build before outboards stored it) is read whole until `upgrade`
 /// writes the outboard and the format number; from then on its large blob
@@ -189,7 +192,7 @@ async fn an_older_repository_is_upgraded_and_then_every_large_blob_has_its_outbo
             serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
         c["format"].as_u64().unwrap()
     };
-    assert_eq!(format_of(), 3);
+    assert_eq!(format_of(), u64::from(NEWEST));
     let mut c: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
     c["format"] = 2.into();
@@ -199,21 +202,21 @@ async fn an_older_repository_is_upgraded_and_then_every_large_blob_has_its_outbo
     let v = repo.verify(&tablepin::NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
     let plan = repo.upgrade_plan().await.unwrap();
-    assert_eq!((plan.from, plan.to, plan.bytes), (2, 3, file_bytes));
+    assert_eq!((plan.from, plan.to, plan.bytes), (2, NEWEST, file_bytes));
     assert_eq!(plan.blobs.len(), 1);
     assert_eq!(plan.blobs[0].blob, blob);
     let report = repo.upgrade(&tablepin::NoProgress).await.unwrap();
-    assert_eq!((report.from, report.to), (2, 3));
+    assert_eq!((report.from, report.to), (2, NEWEST));
     assert_eq!(
         (report.outboards_written, report.bytes_read),
         (1, file_bytes)
     );
-    assert_eq!(format_of(), 3);
+    assert_eq!(format_of(), u64::from(NEWEST));
     assert_eq!(std::fs::read(&outboard).unwrap(), stored);
 
     let repo = Repo::open(location).await.unwrap();
     let plan = repo.upgrade_plan().await.unwrap();
-    assert_eq!((plan.from, plan.to, plan.blobs.len()), (3, 3, 0));
+    assert_eq!((plan.from, plan.to, plan.blobs.len()), (NEWEST, NEWEST, 0));
     let v = repo.verify(&tablepin::NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
     // Read by range again: a few keys' pages, not the file.
@@ -224,7 +227,7 @@ async fn an_older_repository_is_upgraded_and_then_every_large_blob_has_its_outbo
         .unwrap();
     let read = repo.store().requests().since(&before).bytes_read;
     assert!(read * 8 < file_bytes, "read {read} of {file_bytes}");
-    // In format 3 a large blob without its outboard is named.
+    // From format 3 on a large blob without its outboard is named.
     std::fs::remove_file(&outboard).unwrap();
     let v = repo.verify(&tablepin::NoProgress).await.unwrap();
     assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
@@ -236,7 +239,7 @@ async fn an_older_repository_is_upgraded_and_then_every_large_blob_has_its_outbo
     let report = repo.upgrade(&tablepin::NoProgress).await.unwrap();
     assert_eq!(
         (report.from, report.to, report.outboards_written),
-        (3, 3, 1)
+        (NEWEST, NEWEST, 1)
     );
     let v = repo.verify(&tablepin::NoProgress).await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);

@@ -109,6 +109,7 @@ impl Repo {
         };
         config.write.properties_check()?;
         store.check_conditional_writes().await?;
+        let store = with_outboards_of(store, config.format);
         let bytes = serde_json::to_vec_pretty(&config)
             .map_err(|e| Error::Internal(format!("encoding the config: {e}")))?;
         match store.create_doc(CONFIG, Bytes::from(bytes)).await {
@@ -155,9 +156,21 @@ impl Repo {
             }));
         }
         Ok(Repo {
-            store: Arc::new(store),
+            store: Arc::new(with_outboards_of(store, config.format)),
             config,
             author: crate::Settings::default().author,
         })
     }
+}
+
+/// The store, writing (and reading by hash pairs) the outboards of a
+/// repository of `format`: format 3's 16 KiB chunk groups before format 4,
+/// which older builds read.
+pub(crate) fn with_outboards_of(store: Store, format: u32) -> Store {
+    use tablepin_store::ranged::{GROUP_LOG, GROUP_LOG_FORMAT3};
+    let log = match format >= tablepin_format::SMALL_GROUPS_FROM_FORMAT {
+        true => GROUP_LOG,
+        false => GROUP_LOG_FORMAT3,
+    };
+    store.with_outboard_group_log(log)
 }

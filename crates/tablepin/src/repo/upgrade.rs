@@ -27,6 +27,10 @@ use tablepin_store::BlobMeta;
 
 use super::*;
 
+/// The chunk group of the outboards `upgrade` writes: the format it takes
+/// the repository to writes them so.
+const TARGET_GROUP_LOG: u8 = tablepin_store::ranged::GROUP_LOG;
+
 /// What `upgrade` would do.
 #[derive(Debug, Clone, Serialize)]
 pub struct UpgradePlan {
@@ -145,7 +149,7 @@ impl Repo {
         // (a closure over borrowed items is not general enough for it).
         let ids: Vec<ObjectId> = blobs.iter().map(|b| b.blob).collect();
         let mut written = futures::stream::iter(ids)
-            .map(|id| async move { store.write_outboard(&id).await })
+            .map(|id| async move { store.write_outboard(&id, TARGET_GROUP_LOG).await })
             .buffer_unordered(AT_ONCE);
         while let Some(read) = written.next().await {
             let read = read?;

@@ -26,9 +26,11 @@ use tablepin_store::Store;
 use super::datafile::{DataFile, PageIndex};
 use crate::error::Result;
 
-/// Bytes read from a file's end first: the footer and page index of a
-/// data file of 256 Ki rows and a few dozen columns fit in it.
-const TAIL_FIRST: u64 = 64 * 1024;
+/// Bytes read from a file's end first: the footer and the page locations
+/// of a data file of 256 Ki rows and about ten columns fit in it (the
+/// pages' statistics, which a look-up of a dense file does not need, lie
+/// before them); a larger tail costs one more read of the bytes before.
+const TAIL_FIRST: u64 = 32 * 1024;
 
 /// The bytes of a data file a reader has.
 #[derive(Clone)]
@@ -147,23 +149,29 @@ pub(crate) struct RangedFile {
 }
 
 impl RangedFile {
-    /// Opens blob `id`: its outboard (or, when it has none, the whole
-    /// blob), then its footer and page index from its tail.
-    pub(crate) async fn open(store: &Store, id: ObjectId, index: PageIndex) -> Result<Self> {
-        let blob = store.open_ranged(&id).await?;
+    /// Opens blob `id` of `size` bytes (as its snapshot records it): its
+    /// footer and page index from its tail, with what verifies them (the
+    /// outboard, or the hash pairs on their paths).
+    pub(crate) async fn open(
+        store: &Store,
+        id: ObjectId,
+        size: u64,
+        index: PageIndex,
+    ) -> Result<Self> {
+        let blob = store.open_ranged_sized(&id, size).await?;
         let stats = match index {
             PageIndex::Locations => PageIndexPolicy::Skip,
             PageIndex::WithStats => PageIndexPolicy::Optional,
         };
         let bad = |e: ParquetError| super::datafile::bad(id, "Parquet data file")(e.to_string());
         let size = blob.size();
-        let mut want = TAIL_FIRST.min(size);
+        let mut have = TAIL_FIRST.min(size);
+        let mut tail = store
+            .read_ranges(&blob, std::slice::from_ref(&(size - have..size)))
+            .await?
+            .pop()
+            .unwrap_or_default();
         loop {
-            let tail = store
-                .read_ranges(&blob, std::slice::from_ref(&(size - want..size)))
-                .await?
-                .pop()
-                .unwrap_or_default();
             let mut reader = ParquetMetaDataReader::new()
                 .with_offset_index_policy(PageIndexPolicy::Optional)
                 .with_column_index_policy(stats);
@@ -176,11 +184,22 @@ impl RangedFile {
                     return Ok(Self {
                         blob,
                         meta,
-                        pieces: vec![(size - want, tail)],
+                        pieces: vec![(size - have, tail)],
                     });
                 }
-                Err(ParquetError::NeedMoreData(n)) if (n as u64) > want && (n as u64) <= size => {
-                    want = n as u64;
+                // The footer or the page index starts further back: only
+                // the bytes before those fetched.
+                Err(ParquetError::NeedMoreData(n)) if (n as u64) > have && (n as u64) <= size => {
+                    let more = store
+                        .read_ranges(&blob, std::slice::from_ref(&(size - n as u64..size - have)))
+                        .await?
+                        .pop()
+                        .unwrap_or_default();
+                    let mut joined = Vec::with_capacity(n);
+                    joined.extend_from_slice(&more);
+                    joined.extend_from_slice(&tail);
+                    tail = Bytes::from(joined);
+                    have = n as u64;
                 }
                 Err(e) => return Err(bad(e)),
             }
@@ -204,8 +223,9 @@ impl RangedFile {
             .unwrap_or_else(|| std::iter::once(0..size).collect());
         // Whole chunk groups, as the store fetches them, and none fetched
         // already.
+        let group = self.blob.group_bytes();
         let wanted: Vec<Range<u64>> =
-            (tablepin_store::ranged::fetch_plan(size, &needed, store.join_below()))
+            (tablepin_store::ranged::fetch_plan(size, &needed, store.join_below(), group))
                 .into_iter()
                 .filter(|r| {
                     !(self.pieces.iter())

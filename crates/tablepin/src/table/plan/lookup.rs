@@ -264,7 +264,9 @@ impl LookUp {
         // A large file with few keys is read by range: its pages that can
         // hold the keys, then the pages of the rows found. Any other is
         // read whole, in one request.
-        let ranged = |w: &(usize, Vec<usize>)| by_range_pays(&parent.files[w.0], w.1.len(), schema);
+        let group = store.outboard_group_bytes();
+        let ranged =
+            |w: &(usize, Vec<usize>)| by_range_pays(&parent.files[w.0], w.1.len(), schema, group);
         let (large, small): (Vec<usize>, Vec<usize>) =
             (0..work.len()).partition(|&i| ranged(&work[i]));
         let (by_range, whole) =
@@ -302,15 +304,15 @@ impl LookUp {
 /// Whether a look-up of `keys` candidate keys in `file` reads it by range
 /// (its outboard, tail and pages: two requests more than a whole read)
 /// rather than whole: when the file has an outboard and, at worst two
-/// chunk groups a column a key, the pages would come to under half of
-/// it. A weekly commit's 150 keys over a 1,000,000-row table's four files
+/// chunk groups (of `group` bytes) a column a key, the pages would come
+/// to under half of it. A weekly commit's 150 keys over a 1,000,000-row table's four files
 /// touch nearly every chunk group of each, and read them whole; a few
 /// keys in a large file read a few pages. No I/O.
-pub(crate) fn by_range_pays(file: &FileEntry, keys: usize, schema: &SchemaRef) -> bool {
-    use tablepin_store::ranged::{GROUP_BYTES, OUTBOARD_FROM};
+pub(crate) fn by_range_pays(file: &FileEntry, keys: usize, schema: &SchemaRef, group: u64) -> bool {
+    use tablepin_store::ranged::OUTBOARD_FROM;
     let worst = (keys as u64)
         .saturating_mul(schema.fields().len() as u64)
-        .saturating_mul(2 * GROUP_BYTES);
+        .saturating_mul(2 * group);
     file.bytes >= OUTBOARD_FROM as u64 && worst.saturating_mul(2) < file.bytes
 }
 
@@ -396,7 +398,8 @@ impl Look<'_> {
                 Some(_) => PageIndex::Locations,
                 None => PageIndex::WithStats,
             };
-            RangedFile::open(store, self.parent.files[work[w].0].data, index)
+            let entry = &self.parent.files[work[w].0];
+            RangedFile::open(store, entry.data, entry.bytes, index)
         }))
         .await?;
         let key_rows: Vec<Vec<Range<usize>>> = (files.iter().zip(which).zip(&dense))

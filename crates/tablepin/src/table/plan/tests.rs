@@ -233,9 +233,10 @@ fn a_file_is_read_by_range_only_when_its_pages_are_a_small_part_of_it() {
         key_max: None,
     };
     // The 1,000,000-row bench's weekly commit: ~37 keys in each 2.4 MB file.
-    assert!(!by_range_pays(&file(2_420_000), 37, &twelve));
+    let g = tablepin_store::ranged::group_bytes(tablepin_store::ranged::GROUP_LOG);
+    assert!(!by_range_pays(&file(2_420_000), 37, &twelve, g));
     // The 100,000,000-row one: a key or two in a file of ~25 MB.
-    assert!(by_range_pays(&file(25_000_000), 2, &twelve));
+    assert!(by_range_pays(&file(25_000_000), 2, &twelve, g));
     // Under 1 MiB a file has no outboard, however few the keys.
-    assert!(!by_range_pays(&file(1_000_000), 1, &twelve));
+    assert!(!by_range_pays(&file(1_000_000), 1, &twelve, g));
 }
