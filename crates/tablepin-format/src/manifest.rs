@@ -26,14 +26,14 @@ pub const FORMAT_VERSION: u32 = 2;
 /// objects themselves are encoded as in format 2 ([`FORMAT_VERSION`]): a
 /// build of format 2 reads every object, and refuses the repository only
 /// because it would write large blobs without outboards. 4: an outboard's
-/// size field may name its chunk group (format 4 writes 4 KiB groups, so
+/// size field may name its chunk group (format 4 writes 2 KiB groups, so
 /// that a ranged read fetches a page's few bytes and only the hash pairs
 /// on its path; `tablepin_store::ranged`), which a build of format 3 would
 /// take for a damaged outboard. `tablepin upgrade` takes a repository of
 /// format 1, 2 or 3 to 4.
 pub const REPO_FORMAT: u32 = 4;
 
-/// The first repository format whose outboards have 4 KiB chunk groups.
+/// The first repository format whose outboards have 2 KiB chunk groups.
 pub const SMALL_GROUPS_FROM_FORMAT: u32 = 4;
 
 /// The first repository format that promises an outboard for every blob

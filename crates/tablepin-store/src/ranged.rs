@@ -20,8 +20,8 @@
 //! The chunk group sets what a read of one page costs: a page of a few
 //! hundred bytes costs one or two whole groups, and the outboard costs 64
 //! bytes a group. Format 3 used 16 KiB groups and fetched the outboard
-//! whole (0.4% of the blob) before any range; format 4 uses 4 KiB groups
-//! (1.6% of a large blob, stored) and fetches only the hash pairs on the
+//! whole (0.4% of the blob) before any range; format 4 uses 2 KiB groups
+//! (3.1% of a large blob, stored) and fetches only the hash pairs on the
 //! paths from the root to the groups it reads, in the same round as them
 //! ([`Store::open_ranged_sized`]), so that a look-up of one row in a large
 //! file reads its few pages and not 16 KiB for each of them.
@@ -45,9 +45,9 @@ use super::*;
 /// outboard whose size field has a zero high byte has these.
 pub const GROUP_LOG_FORMAT3: u8 = 4;
 
-/// The chunk group of outboards written from format 4 on: 2^2 chunks of 1
-/// KiB, 4 KiB of data per hash pair (see the module's docs).
-pub const GROUP_LOG: u8 = 2;
+/// The chunk group of outboards written from format 4 on: 2^1 chunks of 1
+/// KiB, 2 KiB of data per hash pair (see the module's docs).
+pub const GROUP_LOG: u8 = 1;
 
 /// The largest chunk group an outboard may name (2^10 chunks, 1 MiB).
 const GROUP_LOG_MAX: u8 = 10;
@@ -1093,10 +1093,11 @@ mod tests {
         for (r, g) in wanted.iter().zip(&got) {
             assert_eq!(g, &bytes.slice(r.start as usize..r.end as usize));
         }
-        // Three groups of 4 KiB and the pairs on their paths, in one read of
+        // Three groups of 2 KiB and the pairs on their paths, in one read of
         // the blob and one of its outboard (a local folder: all ranges of a
         // file at once, each counted).
-        assert!(counts.bytes_read < 3 * 4096 + 3 * 64 * 12 + 8, "{counts:?}");
+        let g = group_bytes(GROUP_LOG);
+        assert!(counts.bytes_read < 3 * g + 3 * 64 * 12 + 8, "{counts:?}");
         let ob_path = dir.path().join("outboards").join(id.fanout_path());
         let blob_path = dir.path().join("objects").join(id.fanout_path());
         let ob_good = std::fs::read(&ob_path).unwrap();
