@@ -192,12 +192,6 @@ fn parts(outboard: &[u8]) -> Option<Parts<'_>> {
     (tree.outboard_size() == pairs.len() as u64).then_some(Parts { size, log, pairs })
 }
 
-/// The size of the blob an outboard describes, or `None` when the bytes
-/// are not a whole outboard.
-pub fn outboard_size(outboard: &[u8]) -> Option<u64> {
-    parts(outboard).map(|p| p.size)
-}
-
 /// The chunk group's log of a whole outboard, or `None` when the bytes are
 /// not one.
 pub fn outboard_log(outboard: &[u8]) -> Option<u8> {
@@ -257,6 +251,21 @@ pub fn check_pieces(
     check_with(ob, p.log, pieces)
 }
 
+/// The pre-order positions of the hash pairs on the paths from the root
+/// of `tree` to the chunks `ranges`: those a check of them loads, in the
+/// order it loads them.
+fn path_pairs(tree: BaoTree, ranges: &ChunkRanges) -> impl Iterator<Item = u64> + '_ {
+    (tree.ranges_pre_order_chunks_iter_ref(ranges, 0)).filter_map(move |item| match item {
+        BaoChunk::Parent { node, .. } => tree.pre_order_offset(node),
+        BaoChunk::Leaf { .. } => None,
+    })
+}
+
+/// Where the hash pair at pre-order position `at` lies in an outboard.
+fn pair_bytes(at: u64) -> Range<u64> {
+    8 + at * 64..8 + at * 64 + 64
+}
+
 /// The byte ranges of a blob's outboard (of `log`'s chunk groups over
 /// `size` bytes) that checking the data ranges `fetch` needs: its size
 /// field, and the hash pairs on the paths from the root to their chunk
@@ -264,16 +273,13 @@ pub fn check_pieces(
 pub fn pairs_plan(size: u64, log: u8, fetch: &[Range<u64>], join_below: u64) -> Vec<Range<u64>> {
     let tree = BaoTree::new(size, BlockSize::from_chunk_log(log));
     let ranges = chunks_of(fetch.iter().cloned(), size);
-    // The size field first (a range alone in the vector is meant).
-    let mut out: Vec<Range<u64>> = std::iter::once(0..8).collect();
-    for item in tree.ranges_pre_order_chunks_iter_ref(&ranges, 0) {
-        if let BaoChunk::Parent { node, .. } = item {
-            if let Some(at) = tree.pre_order_offset(node) {
-                out.push(8 + at * 64..8 + at * 64 + 64);
-            }
-        }
-    }
-    joined(out, join_below)
+    let field = std::iter::once(0..8);
+    joined(
+        field
+            .chain(path_pairs(tree, &ranges).map(pair_bytes))
+            .collect(),
+        join_below,
+    )
 }
 
 /// Hash pairs of an outboard fetched by range, by their pre-order position:
@@ -344,18 +350,13 @@ pub fn check_pieces_by_pairs(
     }
     let tree = BaoTree::new(size, BlockSize::from_chunk_log(log));
     let ranges = chunks_of(pieces.iter().map(|(p, b)| *p..p + b.len() as u64), size);
+    let hash = |b: &[u8]| -> Option<bao_tree::blake3::Hash> {
+        Some(bao_tree::blake3::Hash::from_bytes(b.try_into().ok()?))
+    };
     let mut fetched = HashMap::new();
-    for item in tree.ranges_pre_order_chunks_iter_ref(&ranges, 0) {
-        let BaoChunk::Parent { node, .. } = item else {
-            continue;
-        };
-        let Some(n) = tree.pre_order_offset(node) else {
-            continue;
-        };
-        let pair = at(8 + n * 64, 64).ok_or(Damage::Outboard)?;
-        let hash = |b: &[u8]| -> Option<bao_tree::blake3::Hash> {
-            Some(bao_tree::blake3::Hash::from_bytes(b.try_into().ok()?))
-        };
+    for n in path_pairs(tree, &ranges) {
+        let r = pair_bytes(n);
+        let pair = at(r.start, r.end - r.start).ok_or(Damage::Outboard)?;
         let (l, r) = (hash(&pair[..32]), hash(&pair[32..]));
         fetched.insert(n, (l.ok_or(Damage::Outboard)?, r.ok_or(Damage::Outboard)?));
     }
@@ -378,8 +379,9 @@ pub struct RangedBlob {
 
 #[derive(Debug, Clone)]
 enum Held {
-    /// Its whole outboard: ranges are fetched and checked through it.
-    Outboard(Bytes),
+    /// Its whole outboard, of chunk groups of 2^`log` chunks: ranges are
+    /// fetched and checked through it.
+    Outboard { bytes: Bytes, log: u8 },
     /// Nothing yet: each read fetches the hash pairs its ranges need from
     /// an outboard of chunk groups of 2^`log` chunks, with them.
     Pairs { log: u8 },
@@ -419,7 +421,7 @@ impl RangedBlob {
     pub fn whole_bytes(&self) -> Option<&Bytes> {
         match &self.held {
             Held::Whole(b) => Some(b),
-            Held::Outboard(_) | Held::Pairs { .. } => None,
+            Held::Outboard { .. } | Held::Pairs { .. } => None,
         }
     }
 
@@ -428,8 +430,7 @@ impl RangedBlob {
     pub fn group_bytes(&self) -> u64 {
         match &self.held {
             Held::Whole(_) => 1,
-            Held::Pairs { log } => group_bytes(*log),
-            Held::Outboard(ob) => group_bytes(outboard_log(ob).unwrap_or(GROUP_LOG_FORMAT3)),
+            Held::Pairs { log } | Held::Outboard { log, .. } => group_bytes(*log),
         }
     }
 }
@@ -469,14 +470,9 @@ impl Store {
         self.read_ranges(&blob, wanted).await
     }
 
-    /// The chunk group of the outboards this store writes (2^log chunks):
-    /// [`GROUP_LOG`] in a repository of format 4 and later,
-    /// [`GROUP_LOG_FORMAT3`] before (which older builds read).
-    pub fn outboard_group_log(&self) -> u8 {
-        self.outboard_log
-    }
-
-    /// Bytes of data per chunk group of the outboards this store writes.
+    /// Bytes of data per chunk group of the outboards this store writes:
+    /// [`GROUP_LOG`]'s in a repository of format 4 and later,
+    /// [`GROUP_LOG_FORMAT3`]'s before (which older builds read).
     pub fn outboard_group_bytes(&self) -> u64 {
         group_bytes(self.outboard_log)
     }
@@ -497,11 +493,12 @@ impl Store {
         }
         match self.get_path(&layout::outboard(id)).await {
             Ok(ob) => {
-                let size = outboard_size(&ob).ok_or(StoreError::OutboardDamaged { id: *id })?;
+                let p = parts(&ob).ok_or(StoreError::OutboardDamaged { id: *id })?;
+                let (size, log) = (p.size, p.log);
                 Ok(RangedBlob {
                     id: *id,
                     size,
-                    held: Held::Outboard(ob),
+                    held: Held::Outboard { bytes: ob, log },
                 })
             }
             Err(StoreError::NotFound { .. }) => {
@@ -516,11 +513,11 @@ impl Store {
     /// format 4's outboards, each read fetches only the hash pairs its
     /// ranges need, beside them; otherwise as [`Store::open_ranged`].
     pub async fn open_ranged_sized(&self, id: &ObjectId, size: u64) -> Result<RangedBlob> {
-        if let Some(bytes) = self.memo.as_ref().and_then(|m| m.get(id)) {
-            return Ok(RangedBlob::whole(*id, bytes));
-        }
         if self.outboard_log == GROUP_LOG_FORMAT3 || size < OUTBOARD_FROM as u64 {
             return self.open_ranged(id).await;
+        }
+        if let Some(bytes) = self.memo.as_ref().and_then(|m| m.get(id)) {
+            return Ok(RangedBlob::whole(*id, bytes));
         }
         Ok(RangedBlob {
             id: *id,
@@ -556,7 +553,7 @@ impl Store {
         let wanted = clip(wanted, blob.size);
         match &blob.held {
             Held::Whole(bytes) => Ok(cut(&[(0, bytes.clone())], &wanted)),
-            Held::Outboard(ob) => self.read_through(&blob.id, ob, &wanted).await,
+            Held::Outboard { bytes, log } => self.read_through(blob, bytes, *log, &wanted).await,
             Held::Pairs { log } => {
                 match self
                     .read_by_pairs(&blob.id, blob.size, *log, &wanted)
@@ -564,32 +561,28 @@ impl Store {
                 {
                     Some(got) => Ok(got),
                     // Its outboard has other chunk groups, or it has none:
-                    // read as format 3 reads.
+                    // read as format 3 reads (`open_ranged` holds the whole
+                    // outboard or the whole blob, never pairs).
                     None => {
                         let opened = self.open_ranged(&blob.id).await?;
-                        match &opened.held {
-                            Held::Outboard(ob) => self.read_through(&blob.id, ob, &wanted).await,
-                            _ => Ok(cut(
-                                &[(0, opened.whole_bytes().cloned().unwrap_or_default())],
-                                &wanted,
-                            )),
-                        }
+                        Box::pin(self.read_ranges(&opened, &wanted)).await
                     }
                 }
             }
         }
     }
 
-    /// [`Store::read_ranges`] of blob `id` through its whole outboard `ob`.
+    /// [`Store::read_ranges`] of `blob` through its whole outboard `ob`, of
+    /// chunk groups of 2^`log` chunks.
     async fn read_through(
         &self,
-        id: &ObjectId,
+        blob: &RangedBlob,
         ob: &Bytes,
+        log: u8,
         wanted: &[Range<u64>],
     ) -> Result<Vec<Bytes>> {
-        let size = outboard_size(ob).ok_or(StoreError::OutboardDamaged { id: *id })?;
-        let group = group_bytes(outboard_log(ob).unwrap_or(GROUP_LOG_FORMAT3));
-        let fetch = fetch_plan(size, wanted, self.join_below(), group);
+        let id = &blob.id;
+        let fetch = fetch_plan(blob.size, wanted, self.join_below(), group_bytes(log));
         if fetch.is_empty() {
             return Ok(wanted.iter().map(|_| Bytes::new()).collect());
         }

@@ -305,9 +305,9 @@ impl LookUp {
 /// (its outboard, tail and pages: two requests more than a whole read)
 /// rather than whole: when the file has an outboard and, at worst two
 /// chunk groups (of `group` bytes) a column a key, the pages would come
-/// to under half of it. A weekly commit's 150 keys over a 1,000,000-row table's four files
-/// touch nearly every chunk group of each, and read them whole; a few
-/// keys in a large file read a few pages. No I/O.
+/// to under half of it. A weekly commit's 150 keys over a 1,000,000-row
+/// table's four files touch nearly every chunk group of each, and read
+/// them whole; a few keys in a large file read a few pages. No I/O.
 pub(crate) fn by_range_pays(file: &FileEntry, keys: usize, schema: &SchemaRef, group: u64) -> bool {
     use tablepin_store::ranged::OUTBOARD_FROM;
     let worst = (keys as u64)
