@@ -630,8 +630,9 @@ class Repo:
         return VerifyReport._from(self._repo.verify())
 
     def upgrade(self, dry_run: bool = False) -> dict[str, Any]:
-        """Brings the repository to this tablepin's format (3: an outboard
-        beside every blob of 1 MiB or more, for reads by verified range):
+        """Brings the repository to this tablepin's format (4: an outboard
+        of 2 KiB chunk groups beside every blob of 1 MiB or more, for reads
+        by verified range; outboards format 3 wrote are kept):
         writes the missing outboards, then the format number. Returns what
         was done (`from`, `to`, `outboards_written`, `bytes_read`), or with
         `dry_run` what would be (`from`, `to`, `blobs`, `bytes`), changing

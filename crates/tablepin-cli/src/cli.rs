@@ -114,16 +114,18 @@ pub enum Command {
     Revert(RevertArgs),
     /// Check every blob, ref and version, and recompute every content hash.
     Verify(VerifyArgs),
-    /// Bring the repository to this tablepin's format (3).
+    /// Bring the repository to this tablepin's format (4).
     ///
-    /// Format 3 keeps a small outboard (the BLAKE3 tree's inner hashes,
-    /// about 0.4% of the blob) beside every blob of 1 MiB or more, so that
-    /// a commit's look-up and other reads fetch and verify only the parts
-    /// of a large file they need. A repository of format 1 or 2 is read
-    /// and written as it is; `upgrade` reads each older large blob once,
-    /// checks it against its name, writes its outboard, then sets the
-    /// format. Stopped half way, it leaves the old format with some
-    /// outboards more, and running it again finishes. Builds of format 2
+    /// Formats 3 and 4 keep a small outboard (the BLAKE3 tree's inner
+    /// hashes) beside every blob of 1 MiB or more, so that a commit's
+    /// look-up and other reads fetch and verify only the parts of a large
+    /// file they need; format 4 writes them for 2 KiB chunk groups (about
+    /// 3% of the blob), format 3 wrote 16 KiB groups (0.4%), which it
+    /// keeps. A repository of format 1, 2 or 3 is read and written as it
+    /// is; `upgrade` reads each large blob without an outboard once, checks
+    /// it against its name, writes its outboard, then sets the format.
+    /// Stopped half way, it leaves the old format with some outboards
+    /// more, and running it again finishes. Builds of an older format
     /// refuse the repository afterwards: upgrade them first.
     Upgrade(UpgradeArgs),
     /// Write a table's live rows again as full files in key order, without
