@@ -53,6 +53,20 @@ impl Upper {
     }
 }
 
+/// Files a keyed read opens together, and the key below which every row
+/// they and the files before them hold can be given; `None`: every row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stage {
+    pub(crate) files: Vec<usize>,
+    pub(crate) below: Option<KeyBound>,
+}
+
+impl Stage {
+    fn new(files: Vec<usize>) -> Self {
+        Self { files, below: None }
+    }
+}
+
 impl Spans {
     /// The groups of `files`; `None` when a file has no key range (then
     /// the windows cannot be cut by key).
@@ -145,23 +159,7 @@ impl Spans {
         }
         out
     }
-}
 
-/// Files a keyed read opens together, and the key below which every row
-/// they and the files before them hold can be given; `None`: every row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stage {
-    pub(crate) files: Vec<usize>,
-    pub(crate) below: Option<KeyBound>,
-}
-
-impl Stage {
-    fn new(files: Vec<usize>) -> Self {
-        Self { files, below: None }
-    }
-}
-
-impl Spans {
     /// The parent files of the groups a window ending at `upper` holds
     /// (the groups after the previous window's, up to `upper`), ascending.
     pub(crate) fn take(&mut self, upper: &Upper) -> Vec<usize> {
