@@ -243,6 +243,16 @@ pub fn check_pieces(
     pieces: &[(u64, Bytes)],
 ) -> std::result::Result<(), Damage> {
     let p = parts(outboard).ok_or(Damage::Outboard)?;
+    check_pairs(id, &p, pieces)
+}
+
+/// Checks `pieces` of blob `id` through the hash pairs of a whole outboard
+/// already found to be one ([`parts`]).
+fn check_pairs(
+    id: &ObjectId,
+    p: &Parts<'_>,
+    pieces: &[(u64, Bytes)],
+) -> std::result::Result<(), Damage> {
     let ob = PreOrderMemOutboard {
         root: bao_tree::blake3::Hash::from_bytes(*id.as_bytes()),
         tree: BaoTree::new(p.size, BlockSize::from_chunk_log(p.log)),
@@ -379,9 +389,10 @@ pub struct RangedBlob {
 
 #[derive(Debug, Clone)]
 enum Held {
-    /// Its whole outboard, of chunk groups of 2^`log` chunks: ranges are
-    /// fetched and checked through it.
-    Outboard { bytes: Bytes, log: u8 },
+    /// The hash pairs of its whole outboard (checked when opened), of chunk
+    /// groups of 2^`log` chunks: ranges are fetched and checked through
+    /// them.
+    Outboard { pairs: Bytes, log: u8 },
     /// Nothing yet: each read fetches the hash pairs its ranges need from
     /// an outboard of chunk groups of 2^`log` chunks, with them.
     Pairs { log: u8 },
@@ -495,10 +506,11 @@ impl Store {
             Ok(ob) => {
                 let p = parts(&ob).ok_or(StoreError::OutboardDamaged { id: *id })?;
                 let (size, log) = (p.size, p.log);
+                let pairs = ob.slice(8..8 + p.pairs.len());
                 Ok(RangedBlob {
                     id: *id,
                     size,
-                    held: Held::Outboard { bytes: ob, log },
+                    held: Held::Outboard { pairs, log },
                 })
             }
             Err(StoreError::NotFound { .. }) => {
@@ -553,7 +565,7 @@ impl Store {
         let wanted = clip(wanted, blob.size);
         match &blob.held {
             Held::Whole(bytes) => Ok(cut(&[(0, bytes.clone())], &wanted)),
-            Held::Outboard { bytes, log } => self.read_through(blob, bytes, *log, &wanted).await,
+            Held::Outboard { pairs, log } => self.read_through(blob, pairs, *log, &wanted).await,
             Held::Pairs { log } => {
                 match self
                     .read_by_pairs(&blob.id, blob.size, *log, &wanted)
@@ -572,12 +584,12 @@ impl Store {
         }
     }
 
-    /// [`Store::read_ranges`] of `blob` through its whole outboard `ob`, of
-    /// chunk groups of 2^`log` chunks.
+    /// [`Store::read_ranges`] of `blob` through the hash `pairs` of its
+    /// whole outboard, of chunk groups of 2^`log` chunks.
     async fn read_through(
         &self,
         blob: &RangedBlob,
-        ob: &Bytes,
+        pairs: &[u8],
         log: u8,
         wanted: &[Range<u64>],
     ) -> Result<Vec<Bytes>> {
@@ -588,7 +600,12 @@ impl Store {
         }
         let got = self.fetch_ranges(&layout::blob(id), &fetch).await?;
         let pieces: Vec<(u64, Bytes)> = fetch.iter().map(|r| r.start).zip(got).collect();
-        match check_pieces(id, ob, &pieces) {
+        let p = Parts {
+            size: blob.size,
+            log,
+            pairs,
+        };
+        match check_pairs(id, &p, &pieces) {
             Ok(()) => Ok(cut(&pieces, wanted)),
             Err(d) => Err(damage(id, d)),
         }

@@ -302,7 +302,8 @@ impl LookUp {
 }
 
 /// Whether a look-up of `keys` candidate keys in `file` reads it by range
-/// (its outboard, tail and pages: two requests more than a whole read)
+/// (its tail, then its key pages and its rows' pages, each with the hash
+/// pairs that check them: two requests more than a whole read)
 /// rather than whole: when the file has an outboard and, at worst two
 /// chunk groups (of `group` bytes) a column a key, the pages would come
 /// to under half of it. A weekly commit's 150 keys over a 1,000,000-row
